@@ -1,0 +1,109 @@
+"""The NumPy backend: the host CPU, always available, the embedded default.
+
+Its native buffers are ``numpy.ndarray``; its ``ops`` namespace is
+:mod:`tessera_array.backends.numpy._ops` (NumPy, with fixes where NumPy and the
+standard part ways); its kernels are registered in :func:`NumpyBackend.register`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tessera_array import _dtypes
+from tessera_array._devices import Device
+
+from . import _ops
+
+__all__ = ["backend", "NumpyBackend"]
+
+
+class NumpyBackend:
+    name = "numpy"
+    device_kind = "cpu"
+    priority = 0  # the fallback: any accelerator backend that loads outranks it
+    is_host = True
+    native_type = np.ndarray
+    ops = _ops
+
+    def __init__(self):
+        self._device = Device("cpu", 0, backend_name=self.name)
+
+    def is_available(self) -> bool:
+        return True
+
+    def unavailable_reason(self):
+        return None
+
+    def plausibly_present(self):
+        return "the host CPU"
+
+    def load(self) -> None:
+        pass
+
+    def devices(self) -> tuple:
+        return (self._device,)
+
+    def dtypes(self, device) -> tuple:
+        return _dtypes.ALL_DTYPES
+
+    def capabilities(self, device) -> dict:
+        return {"float64": True, "complex128": True}
+
+    def versions(self) -> dict:
+        out = {"numpy": np.__version__}
+        try:
+            import scipy
+
+            out["scipy"] = scipy.__version__
+        except ImportError:
+            out["scipy"] = "not installed"
+        return out
+
+    # ---- buffers ---------------------------------------------------------------
+
+    @staticmethod
+    def native_dtype(a):
+        try:
+            return _dtypes.FROM_NUMPY[a.dtype]
+        except KeyError:
+            raise TypeError(
+                f"numpy backend: dtype {a.dtype} is not an Array API dtype"
+            ) from None
+
+    @staticmethod
+    def coerce_native(r):
+        # NumPy returns scalars where an operation's inputs were all 0-d.
+        return np.asarray(r)
+
+    @staticmethod
+    def from_host(array, device):
+        return np.asarray(array)
+
+    @staticmethod
+    def to_host(native):
+        return native
+
+    @staticmethod
+    def dlpack(native, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kwargs = {}
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        if dl_device is not None:
+            kwargs["dl_device"] = dl_device
+        if copy is not None:
+            kwargs["copy"] = copy
+        return native.__dlpack__(stream=stream, **kwargs)
+
+    @staticmethod
+    def dlpack_device(native):
+        return native.__dlpack_device__()
+
+    # ---- kernels ---------------------------------------------------------------
+
+    def register(self, registry) -> None:
+        from . import matvec
+
+        matvec.register(registry, self.name)
+
+
+backend = NumpyBackend()

@@ -1,0 +1,5 @@
+"""Native linalg ops of the NumPy backend."""
+
+from __future__ import annotations
+
+__all__ = []

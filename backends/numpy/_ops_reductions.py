@@ -1,0 +1,5 @@
+"""Native reductions ops of the NumPy backend."""
+
+from __future__ import annotations
+
+__all__ = []

@@ -1,0 +1,192 @@
+"""Finding and loading backends.
+
+Built-in backends are one explicit tuple; third-party ones arrive through the
+entry-point group ``tessera_array.backends`` (each entry point names a backend
+object). Nothing is imported until a device is first needed, and a backend that
+fails to load keeps its reason, which shows in ``python -m tessera_array info``,
+in ``__array_namespace_info__().devices()`` errors and in test skip reasons.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+from ._errors import BackendUnavailableError, DeviceNotFoundError
+
+__all__ = [
+    "BUILTIN_BACKENDS",
+    "ENTRY_POINT_GROUP",
+    "loaded_backends",
+    "backend_status",
+    "backend_for_device",
+    "check_device",
+    "all_devices",
+    "pick_default_device",
+    "add_backend",
+]
+
+# (name, module path). The module exposes ``backend``.
+BUILTIN_BACKENDS = (("numpy", "tessera_array.backends.numpy"),)
+ENTRY_POINT_GROUP = "tessera_array.backends"
+
+_lock = threading.RLock()
+_candidates: dict | None = None  # name -> backend object, or an exception if import failed
+_loaded: dict = {}  # name -> backend object (load() succeeded)
+_failed: dict = {}  # name -> reason string
+_device_owner: dict = {}  # Device -> backend object
+
+
+def _collect_candidates() -> dict:
+    found = {}
+    for name, module in BUILTIN_BACKENDS:
+        try:
+            found[name] = importlib.import_module(module).backend
+        except Exception as err:  # kept, reported; never hidden
+            found[name] = err
+    if os.environ.get("TESSERA_NO_ENTRY_POINTS") != "1":
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in found:
+                continue
+            try:
+                found[ep.name] = ep.load()
+            except Exception as err:
+                found[ep.name] = err
+    return found
+
+
+def _ensure_discovered() -> None:
+    global _candidates
+    if _candidates is not None:
+        return
+    with _lock:
+        if _candidates is not None:
+            return
+        cands = _collect_candidates()
+        for name, obj in cands.items():
+            _try_load(name, obj)
+        _candidates = cands
+
+
+def _try_load(name, obj) -> None:
+    if isinstance(obj, Exception):
+        _failed[name] = f"import failed: {type(obj).__name__}: {obj}"
+        return
+    try:
+        if not obj.is_available():
+            _failed[name] = obj.unavailable_reason() or "not available"
+            return
+        obj.load()
+        from ._dispatch import registry
+
+        obj.register(registry)
+    except Exception as err:
+        _failed[name] = f"load failed: {type(err).__name__}: {err}"
+        return
+    _loaded[name] = obj
+    for dev in obj.devices():
+        _device_owner[dev] = obj
+        dev._backend = obj
+        dev.backend_name = obj.name
+        dev.ops = obj.ops
+
+
+def add_backend(backend) -> None:
+    """Load and add a backend object at run time (tests, plug-ins under development)."""
+    _ensure_discovered()
+    with _lock:
+        _failed.pop(backend.name, None)
+        _candidates[backend.name] = backend
+        _try_load(backend.name, backend)
+        if backend.name in _failed:
+            raise BackendUnavailableError(
+                f"add_backend: backend {backend.name!r} did not load: {_failed[backend.name]}"
+            )
+
+
+def remove_backend(name: str) -> None:
+    """Forget a backend added with :func:`add_backend` (tests)."""
+    with _lock:
+        obj = _loaded.pop(name, None)
+        _failed.pop(name, None)
+        if _candidates is not None:
+            _candidates.pop(name, None)
+        if obj is not None:
+            for dev in [d for d, o in _device_owner.items() if o is obj]:
+                del _device_owner[dev]
+                dev._backend = None
+                dev.ops = None
+            from ._dispatch import registry
+
+            registry.unregister_backend(name)
+
+
+def loaded_backends() -> dict:
+    """name -> backend object, for every backend that loaded."""
+    _ensure_discovered()
+    return dict(_loaded)
+
+
+def backend_status() -> list:
+    """One row per known backend: (name, backend object or None, reason or None)."""
+    _ensure_discovered()
+    rows = []
+    for name, obj in _candidates.items():
+        if name in _loaded:
+            rows.append((name, _loaded[name], None))
+        else:
+            rows.append((name, None if isinstance(obj, Exception) else obj, _failed.get(name)))
+    return rows
+
+
+def all_devices() -> tuple:
+    """Every device of every loaded backend, in priority order."""
+    _ensure_discovered()
+    order = sorted(_loaded.values(), key=lambda b: -b.priority)
+    return tuple(d for b in order for d in b.devices())
+
+
+def backend_for_device(device):
+    try:
+        return _device_owner[device]
+    except KeyError:
+        _ensure_discovered()
+        try:
+            return _device_owner[device]
+        except KeyError:
+            raise _missing_device(device, "device") from None
+
+
+def check_device(device, func: str) -> None:
+    if device in _device_owner:
+        return
+    _ensure_discovered()
+    if device not in _device_owner:
+        raise _missing_device(device, func)
+
+
+def _missing_device(device, func: str) -> Exception:
+    owners = [
+        n for n, o in (_candidates or {}).items()
+        if not isinstance(o, Exception) and getattr(o, "device_kind", None) == device.kind
+    ]
+    if owners and owners[0] in _failed:
+        return BackendUnavailableError(
+            f"{func}: device {device} is unavailable: backend {owners[0]!r} did not load: "
+            f"{_failed[owners[0]]}"
+        )
+    have = ", ".join(str(d) for d in all_devices()) or "none"
+    return DeviceNotFoundError(
+        f"{func}: no such device. Received: device={device}. Available devices: {have}."
+    )
+
+
+def pick_default_device():
+    devs = all_devices()
+    if not devs:
+        reasons = "; ".join(f"{n}: {r}" for n, r in _failed.items())
+        raise BackendUnavailableError(f"tessera_array: no backend loaded ({reasons})")
+    return devs[0]

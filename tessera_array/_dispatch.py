@@ -1,0 +1,126 @@
+"""The kernel registry: ``(op, backend, dtype, variant) -> launcher``.
+
+Op names come from :data:`OPS`, the one list of kernel families and their ops;
+registering or looking up any other name fails at once. Dispatch never depends on
+a caller's function name or any other user-chosen string: the caller names the op
+from :data:`OPS`, the backend comes from the operands' device, the dtype is a
+:class:`~tessera_array._dtypes.DType` object, and the variant is an explicit field.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, NamedTuple
+
+from ._dtypes import DType
+from ._errors import KernelNotFoundError
+
+__all__ = ["OPS", "FAMILIES", "KernelKey", "KernelRegistry", "registry", "lookup"]
+
+# The four kernel families and the ops in each. This is the only list of op names.
+FAMILIES = {
+    "matvec": ("matvec", "spmv"),
+    "fft": ("fft_c2c", "fft_r2c", "fft_c2r"),
+    "attention": ("attention_fwd", "attention_bwd"),
+    "optimizer": ("sgd_step", "adam_step", "adamw_step", "adafactor_step"),
+}
+OPS = frozenset(op for ops in FAMILIES.values() for op in ops)
+
+DEFAULT_VARIANT = "default"
+
+
+class KernelKey(NamedTuple):
+    op: str
+    backend: str
+    dtype: DType
+    variant: str = DEFAULT_VARIANT
+
+
+class KernelRegistry:
+    """Holds every registered kernel; the only record of which kernels exist."""
+
+    def __init__(self):
+        self._kernels: dict = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _check_key(op, backend, dtype, variant, func):
+        if op not in OPS:
+            raise ValueError(
+                f"{func}: unknown op. Expected one of {sorted(OPS)}. Received: op={op!r}"
+            )
+        if not isinstance(dtype, DType):
+            raise TypeError(
+                f"{func}: dtype must be a tessera_array DType. Received: dtype={dtype!r}"
+            )
+        if not isinstance(variant, str) or not variant:
+            raise TypeError(
+                f"{func}: variant must be a non-empty string. Received: variant={variant!r}"
+            )
+        if not isinstance(backend, str):
+            raise TypeError(f"{func}: backend must be a name. Received: backend={backend!r}")
+
+    def register(self, op: str, backend: str, dtypes, launcher: Callable, *,
+                 variant: str = DEFAULT_VARIANT, replace: bool = False) -> None:
+        """Register ``launcher`` for ``op`` on ``backend`` for each dtype in ``dtypes``."""
+        if isinstance(dtypes, DType):
+            dtypes = (dtypes,)
+        with self._lock:
+            for dt in dtypes:
+                self._check_key(op, backend, dt, variant, "register")
+                key = KernelKey(op, backend, dt, variant)
+                if key in self._kernels and not replace:
+                    raise ValueError(f"register: a kernel is already registered for {key}")
+                self._kernels[key] = launcher
+
+    def unregister_backend(self, backend: str) -> None:
+        with self._lock:
+            for key in [k for k in self._kernels if k.backend == backend]:
+                del self._kernels[key]
+
+    def lookup(self, op: str, backend: str, dtype: DType,
+               variant: str = DEFAULT_VARIANT) -> Callable:
+        """The launcher for the key; KernelNotFoundError naming what is registered."""
+        try:
+            return self._kernels[KernelKey(op, backend, dtype, variant)]
+        except KeyError:
+            pass
+        except TypeError:
+            self._check_key(op, backend, dtype, variant, "lookup")
+            raise
+        self._check_key(op, backend, dtype, variant, "lookup")
+        same = sorted(
+            {(k.dtype.name, k.variant) for k in self._kernels if k.op == op and k.backend == backend}
+        )
+        if same:
+            have = ", ".join(f"{d}/{v}" for d, v in same)
+            msg = f"Registered on {backend} (dtype/variant): {have}."
+        else:
+            elsewhere = sorted({k.backend for k in self._kernels if k.op == op})
+            msg = (f"Nothing is registered for {op} on {backend}; backends with {op}: "
+                   f"{', '.join(elsewhere) or 'none'}.")
+        raise KernelNotFoundError(
+            f"{op}: no kernel for op={op}, backend={backend}, dtype={dtype.name}, "
+            f"variant={variant}. {msg}"
+        )
+
+    def keys(self) -> list:
+        return sorted(self._kernels, key=lambda k: (k.op, k.backend, k.dtype.name, k.variant))
+
+    def matrix(self) -> str:
+        """The op x backend x dtype coverage table, as text."""
+        rows = {}
+        for k in self.keys():
+            rows.setdefault((k.op, k.backend, k.variant), []).append(k.dtype.name)
+        lines = [f"{'op':<16}{'backend':<10}{'variant':<10}dtypes"]
+        for (op, be, var), dts in sorted(rows.items()):
+            lines.append(f"{op:<16}{be:<10}{var:<10}{', '.join(dts)}")
+        return "\n".join(lines)
+
+
+registry = KernelRegistry()
+
+
+def lookup(op: str, device, dtype: DType, variant: str = DEFAULT_VARIANT) -> Callable:
+    """The launcher of ``op`` for arrays of ``dtype`` on ``device``."""
+    return registry.lookup(op, device.backend.name, dtype, variant)

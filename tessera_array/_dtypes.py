@@ -1,0 +1,190 @@
+"""Data types and the type-promotion table.
+
+A :class:`DType` is backend-neutral: a name, a kind and a size. Every backend maps
+it to its native dtype. NumPy is a hard dependency (it is the embedded CPU backend
+and the host format), so each DType also carries the matching ``numpy.dtype``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "DType",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
+
+_builtin_bool = bool
+
+
+class DType:
+    """An array data type of the Array API standard.
+
+    Attributes
+    ----------
+    name : str
+        The standard's name, e.g. ``"float32"``.
+    kind : str
+        ``"b"`` boolean, ``"i"`` signed integer, ``"u"`` unsigned integer,
+        ``"f"`` real floating, ``"c"`` complex floating.
+    bits : int
+        Size of one element in bits.
+    """
+
+    __slots__ = ("name", "kind", "bits", "_np", "__weakref__")
+
+    def __init__(self, name: str, kind: str, bits: int):
+        self.name = name
+        self.kind = kind
+        self.bits = bits
+        self._np = np.dtype(name)
+
+    def __repr__(self) -> str:
+        return f"tessera_array.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __eq__(self, other) -> _builtin_bool:
+        if other.__class__ is DType:
+            return self is other
+        # Note: an extension for NumPy users: ``x.dtype == np.float32`` and
+        # ``x.dtype == "float32"`` hold, as they do for NumPy and CuPy arrays.
+        if isinstance(other, (str, np.dtype, type)):
+            try:
+                return self._np == np.dtype(other)
+            except TypeError:
+                return False
+        return NotImplemented
+
+    def __ne__(self, other) -> _builtin_bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash(self._np)
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.bits // 8
+
+
+bool = DType("bool", "b", 8)  # noqa: A001 - the standard's name
+int8 = DType("int8", "i", 8)
+int16 = DType("int16", "i", 16)
+int32 = DType("int32", "i", 32)
+int64 = DType("int64", "i", 64)
+uint8 = DType("uint8", "u", 8)
+uint16 = DType("uint16", "u", 16)
+uint32 = DType("uint32", "u", 32)
+uint64 = DType("uint64", "u", 64)
+float32 = DType("float32", "f", 32)
+float64 = DType("float64", "f", 64)
+complex64 = DType("complex64", "c", 64)
+complex128 = DType("complex128", "c", 128)
+
+ALL_DTYPES = (
+    bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+    float32, float64, complex64, complex128,
+)
+SIGNED_INTEGER = (int8, int16, int32, int64)
+UNSIGNED_INTEGER = (uint8, uint16, uint32, uint64)
+INTEGER = SIGNED_INTEGER + UNSIGNED_INTEGER
+REAL_FLOATING = (float32, float64)
+COMPLEX_FLOATING = (complex64, complex128)
+FLOATING = REAL_FLOATING + COMPLEX_FLOATING
+NUMERIC = INTEGER + FLOATING
+BOOLEAN = (bool,)
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+# Native numpy dtype -> DType. Keys are numpy dtype objects (hash equal to their
+# scalar types too, so ``FROM_NUMPY[arr.dtype]`` is one dict lookup).
+FROM_NUMPY = {d._np: d for d in ALL_DTYPES}
+
+# Kind names accepted by isdtype(), as in the standard.
+KIND_NAMES = {
+    "bool": BOOLEAN,
+    "signed integer": SIGNED_INTEGER,
+    "unsigned integer": UNSIGNED_INTEGER,
+    "integral": INTEGER,
+    "real floating": REAL_FLOATING,
+    "complex floating": COMPLEX_FLOATING,
+    "numeric": NUMERIC,
+}
+
+# Real <-> complex counterparts.
+REAL_OF = {complex64: float32, complex128: float64}
+COMPLEX_OF = {float32: complex64, float64: complex128}
+
+
+def _by_name(name: str) -> DType:
+    return _BY_NAME[name]
+
+
+def from_native_numpy(dt) -> DType:
+    """The DType of a NumPy dtype; TypeError for dtypes outside the standard."""
+    try:
+        return FROM_NUMPY[np.dtype(dt)]
+    except (KeyError, TypeError) as err:
+        raise TypeError(
+            f"tessera_array supports the Array API dtypes only. Received: dtype={dt!r}"
+        ) from err
+
+
+def _build_promotion_table() -> dict:
+    # NumPy 2 (NEP 50) promotes array dtypes exactly as the standard does for every
+    # pair the standard defines; for the pairs it leaves to the implementation
+    # (mixed kinds, int64 with uint64) tessera follows NumPy, as its users expect.
+    table = {}
+    for a in ALL_DTYPES:
+        for b in ALL_DTYPES:
+            table[a, b] = FROM_NUMPY[np.promote_types(a._np, b._np)]
+    return table
+
+
+PROMOTION_TABLE = _build_promotion_table()
+
+
+def promote(a: DType, b: DType) -> DType:
+    """Result dtype of combining arrays of dtypes ``a`` and ``b``."""
+    return PROMOTION_TABLE[a, b]
+
+
+def coerce_dtype(dtype, name: str = "dtype", func: str = "") -> DType:
+    """Accept a DType (or a dtype name / NumPy dtype, as NumPy users write) and return a DType."""
+    if dtype.__class__ is DType:
+        return dtype
+    if isinstance(dtype, str) and dtype in _BY_NAME:
+        return _BY_NAME[dtype]
+    try:
+        if dtype is float:
+            return float64
+        if dtype is int:
+            return int64
+        if dtype is complex:
+            return complex128
+        if dtype is _builtin_bool:
+            return bool
+        return FROM_NUMPY[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        prefix = f"{func}: " if func else ""
+        raise TypeError(
+            f"{prefix}{name} must be one of the Array API dtypes "
+            f"({', '.join(_BY_NAME)}). Received: {name}={dtype!r}"
+        ) from None

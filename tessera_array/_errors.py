@@ -1,0 +1,60 @@
+"""The library's exception classes.
+
+Each subclasses the built-in exception a user would already catch, so
+``except TypeError`` / ``except ValueError`` code written for NumPy keeps working.
+"""
+
+__all__ = [
+    "TesseraError",
+    "BackendUnavailableError",
+    "DeviceMismatchError",
+    "KernelNotFoundError",
+    "KernelCompileError",
+    "ImplicitHostCopyError",
+    "ScalarOutOfRangeError",
+    "MissingCapabilityError",
+    "DeviceNotFoundError",
+]
+
+
+class TesseraError(Exception):
+    """Base class of every exception raised by tessera_array itself."""
+
+
+class BackendUnavailableError(TesseraError, RuntimeError):
+    """A backend (or one of its devices) cannot be loaded; the message says why."""
+
+
+class DeviceMismatchError(TesseraError, ValueError):
+    """Operands live on different devices; nothing is moved implicitly."""
+
+
+class KernelNotFoundError(TesseraError, NotImplementedError):
+    """No kernel is registered for the requested (op, backend, dtype, variant)."""
+
+
+class KernelCompileError(TesseraError, RuntimeError):
+    """A device kernel failed to build; carries the backend, options, log and source."""
+
+    def __init__(self, message, *, backend=None, options=None, log=None, source=None):
+        super().__init__(message)
+        self.backend = backend
+        self.options = options
+        self.log = log
+        self.source = source
+
+
+class ImplicitHostCopyError(TesseraError, TypeError):
+    """An array on a non-host device was asked for an implicit host (NumPy) copy."""
+
+
+class ScalarOutOfRangeError(TesseraError, OverflowError, ValueError):
+    """A Python scalar does not fit the array's dtype (NumPy raises OverflowError)."""
+
+
+class MissingCapabilityError(TesseraError, TypeError):
+    """The device lacks a capability (for example float64) that the call needs."""
+
+
+class DeviceNotFoundError(TesseraError, ValueError):
+    """A ``device=`` names no device of a loaded backend; the message says why."""

@@ -1,0 +1,8 @@
+"""Utility functions of the standard.
+
+Specification: https://data-apis.org/array-api/2025.12/API_specification/utility_functions.html
+"""
+
+from __future__ import annotations
+
+__all__ = []
