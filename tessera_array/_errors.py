@@ -14,6 +14,8 @@ __all__ = [
     "ScalarOutOfRangeError",
     "MissingCapabilityError",
     "DeviceNotFoundError",
+    "AxisError",
+    "LinAlgError",
 ]
 
 
@@ -58,3 +60,12 @@ class MissingCapabilityError(TesseraError, TypeError):
 
 class DeviceNotFoundError(TesseraError, ValueError):
     """A ``device=`` names no device of a loaded backend; the message says why."""
+
+
+class AxisError(TesseraError, ValueError, IndexError):
+    """An axis is out of range for the array (a ValueError and an IndexError, as in NumPy)."""
+
+
+class LinAlgError(TesseraError, ValueError):
+    """A linear-algebra routine failed on its input (singular matrix, not positive
+    definite, no convergence); a ValueError, as ``numpy.linalg.LinAlgError`` is."""
