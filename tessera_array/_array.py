@@ -122,22 +122,25 @@ class Array:
         dev = as_device(device, "to_device")
         if dev is self._device:
             return self
+        be = dev._backend
+        from ._helpers import check_dtype_on_device
+
+        check_dtype_on_device(self._dtype, dev, "to_device")
+        # sync: through the host unless the target backend moves buffers itself.
         host = self._device._backend.to_host(self._data)
-        data = dev._backend.from_host(host, dev)
+        data = be.from_host(host, dev)
+        if data is host and self._device._backend.is_host:
+            data = data.copy()  # host to host: the result must not alias self
         return Array._new(data, self._dtype, dev)
 
     # ---- conversions -----------------------------------------------------------
 
     def _host_scalar(self, func: str):
-        if self._data.shape != () and self.size != 1:
-            raise TypeError(
-                f"{func}: only arrays with one element can be converted to Python scalars. "
-                f"Received: x.shape={self.shape}"
-            )
         if self._data.shape != ():
+            # Note: NumPy also converts other size-1 arrays; the standard allows 0-d only.
             raise TypeError(
-                f"{func}: only 0-d arrays can be converted to Python scalars. "
-                f"Received: x.shape={self.shape}"
+                f"{func}: only 0-d arrays can be converted to Python scalars; index the "
+                f"element first (x[0, ...]). Received: x.shape={self.shape}"
             )
         # sync: reads the value back to the host.
         return self._device._backend.to_host(self._data)[()]
@@ -245,27 +248,509 @@ class Array:
     # ---- indexing ------------------------------------------------------------
 
     def __getitem__(self, key, /) -> Array:
-        from ._indexing import getitem
-
-        return getitem(self, key)
+        return _getitem(self, key)
 
     def __setitem__(self, key, value, /) -> None:
-        from ._indexing import setitem
-
-        setitem(self, key, value)
+        _setitem(self, key, value)
 
     # ---- operators -----------------------------------------------------------
 
+    # Each operator's first branch is the hot path: an Array of the same dtype and
+    # device (and, where the op needs it, a dtype kind whose result keeps the
+    # dtype) goes straight to the backend op. A native failure (a floating-point
+    # warning raised as an error, a bad value) is left to the namespace function,
+    # which words the error or reruns quietly; scalars, promotion and every other
+    # case go there too. Written out per operator: a generic version costs about
+    # 10% more per call.
+
+    def __add__(self, other, /) -> Array:
+        """``self + other``: see :func:`tessera_array.add`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.add(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().add(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().add(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().add(self, other)
+        return NotImplemented
+
+    def __sub__(self, other, /) -> Array:
+        """``self - other``: see :func:`tessera_array.subtract`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "iufc":
+                a = self._data
+                try:
+                    r = dev.ops.subtract(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().subtract(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().subtract(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().subtract(self, other)
+        return NotImplemented
+
+    def __mul__(self, other, /) -> Array:
+        """``self * other``: see :func:`tessera_array.multiply`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.multiply(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().multiply(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().multiply(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().multiply(self, other)
+        return NotImplemented
+
+    def __truediv__(self, other, /) -> Array:
+        """``self / other``: see :func:`tessera_array.divide`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "fc":
+                a = self._data
+                try:
+                    r = dev.ops.divide(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().divide(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().divide(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().divide(self, other)
+        return NotImplemented
+
+    def __floordiv__(self, other, /) -> Array:
+        """``self // other``: see :func:`tessera_array.floor_divide`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "iuf":
+                a = self._data
+                try:
+                    r = dev.ops.floor_divide(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().floor_divide(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().floor_divide(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().floor_divide(self, other)
+        return NotImplemented
+
+    def __mod__(self, other, /) -> Array:
+        """``self % other``: see :func:`tessera_array.remainder`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "iuf":
+                a = self._data
+                try:
+                    r = dev.ops.remainder(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().remainder(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().remainder(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().remainder(self, other)
+        return NotImplemented
+
+    def __pow__(self, other, /) -> Array:
+        """``self ** other``: see :func:`tessera_array.pow`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "iufc":
+                a = self._data
+                try:
+                    r = dev.ops.pow(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().pow(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().pow(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().pow(self, other)
+        return NotImplemented
+
+    def __and__(self, other, /) -> Array:
+        """``self & other``: see :func:`tessera_array.bitwise_and`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "biu":
+                a = self._data
+                try:
+                    r = dev.ops.bitwise_and(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().bitwise_and(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().bitwise_and(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().bitwise_and(self, other)
+        return NotImplemented
+
+    def __or__(self, other, /) -> Array:
+        """``self | other``: see :func:`tessera_array.bitwise_or`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "biu":
+                a = self._data
+                try:
+                    r = dev.ops.bitwise_or(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().bitwise_or(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().bitwise_or(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().bitwise_or(self, other)
+        return NotImplemented
+
+    def __xor__(self, other, /) -> Array:
+        """``self ^ other``: see :func:`tessera_array.bitwise_xor`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "biu":
+                a = self._data
+                try:
+                    r = dev.ops.bitwise_xor(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().bitwise_xor(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().bitwise_xor(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().bitwise_xor(self, other)
+        return NotImplemented
+
+    def __lshift__(self, other, /) -> Array:
+        """``self << other``: see :func:`tessera_array.bitwise_left_shift`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "iu":
+                a = self._data
+                try:
+                    r = dev.ops.bitwise_left_shift(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().bitwise_left_shift(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().bitwise_left_shift(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().bitwise_left_shift(self, other)
+        return NotImplemented
+
+    def __rshift__(self, other, /) -> Array:
+        """``self >> other``: see :func:`tessera_array.bitwise_right_shift`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev and dt.kind in "iu":
+                a = self._data
+                try:
+                    r = dev.ops.bitwise_right_shift(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().bitwise_right_shift(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = dt
+                obj._device = dev
+                return obj
+            return _ns().bitwise_right_shift(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().bitwise_right_shift(self, other)
+        return NotImplemented
+
+    def __eq__(self, other, /) -> Array:
+        """``self == other``: see :func:`tessera_array.equal`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.equal(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().equal(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = _BOOL
+                obj._device = dev
+                return obj
+            return _ns().equal(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().equal(self, other)
+        return NotImplemented
+
+    def __ne__(self, other, /) -> Array:
+        """``self != other``: see :func:`tessera_array.not_equal`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.not_equal(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().not_equal(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = _BOOL
+                obj._device = dev
+                return obj
+            return _ns().not_equal(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().not_equal(self, other)
+        return NotImplemented
+
+    def __lt__(self, other, /) -> Array:
+        """``self < other``: see :func:`tessera_array.less`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.less(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().less(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = _BOOL
+                obj._device = dev
+                return obj
+            return _ns().less(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().less(self, other)
+        return NotImplemented
+
+    def __le__(self, other, /) -> Array:
+        """``self <= other``: see :func:`tessera_array.less_equal`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.less_equal(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().less_equal(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = _BOOL
+                obj._device = dev
+                return obj
+            return _ns().less_equal(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().less_equal(self, other)
+        return NotImplemented
+
+    def __gt__(self, other, /) -> Array:
+        """``self > other``: see :func:`tessera_array.greater`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.greater(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().greater(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = _BOOL
+                obj._device = dev
+                return obj
+            return _ns().greater(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().greater(self, other)
+        return NotImplemented
+
+    def __ge__(self, other, /) -> Array:
+        """``self >= other``: see :func:`tessera_array.greater_equal`."""
+        if other.__class__ is Array:
+            dt = self._dtype
+            dev = self._device
+            if other._dtype is dt and other._device is dev:
+                a = self._data
+                try:
+                    r = dev.ops.greater_equal(a, other._data)
+                except _NATIVE_ERRORS:
+                    return _ns().greater_equal(self, other)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = _BOOL
+                obj._device = dev
+                return obj
+            return _ns().greater_equal(self, other)
+        if other.__class__ in _SCALARS or _is_operand(other):
+            return _ns().greater_equal(self, other)
+        return NotImplemented
+
     def __neg__(self) -> Array:
+        """``-self``: see :func:`tessera_array.negative`."""
+        dt = self._dtype
+        if dt.kind in "iufc":
+            dev = self._device
+            a = self._data
+            try:
+                r = dev.ops.negative(a)
+            except _NATIVE_ERRORS:
+                return _ns().negative(self)
+            if r.__class__ is not a.__class__:
+                r = dev._backend.coerce_native(r)
+            obj = _object_new(Array)
+            obj._data = r
+            obj._dtype = dt
+            obj._device = dev
+            return obj
         return _ns().negative(self)
 
     def __pos__(self) -> Array:
+        """``+self``: see :func:`tessera_array.positive`."""
+        dt = self._dtype
+        if dt.kind in "iufc":
+            dev = self._device
+            a = self._data
+            try:
+                r = dev.ops.positive(a)
+            except _NATIVE_ERRORS:
+                return _ns().positive(self)
+            if r.__class__ is not a.__class__:
+                r = dev._backend.coerce_native(r)
+            obj = _object_new(Array)
+            obj._data = r
+            obj._dtype = dt
+            obj._device = dev
+            return obj
         return _ns().positive(self)
 
     def __abs__(self) -> Array:
+        """``abs(self)``: see :func:`tessera_array.abs`."""
+        dt = self._dtype
+        if dt.kind in "biuf":
+            dev = self._device
+            a = self._data
+            try:
+                r = dev.ops.abs(a)
+            except _NATIVE_ERRORS:
+                return _ns().abs(self)
+            if r.__class__ is not a.__class__:
+                r = dev._backend.coerce_native(r)
+            obj = _object_new(Array)
+            obj._data = r
+            obj._dtype = dt
+            obj._device = dev
+            return obj
         return _ns().abs(self)
 
     def __invert__(self) -> Array:
+        """``~self``: see :func:`tessera_array.bitwise_invert`."""
+        dt = self._dtype
+        if dt.kind in "biu":
+            dev = self._device
+            a = self._data
+            try:
+                r = dev.ops.bitwise_invert(a)
+            except _NATIVE_ERRORS:
+                return _ns().bitwise_invert(self)
+            if r.__class__ is not a.__class__:
+                r = dev._backend.coerce_native(r)
+            obj = _object_new(Array)
+            obj._data = r
+            obj._dtype = dt
+            obj._device = dev
+            return obj
         return _ns().bitwise_invert(self)
 
     def __matmul__(self, other, /) -> Array:
@@ -293,95 +778,96 @@ class Array:
         return self
 
 
-def _make_binary(opname: str, nsname: str, reflected: bool, bool_result: bool):
-    """Build the forward/reflected operator for ``nsname``.
+def _make_reflected(opname: str, nsname: str):
+    """Build the reflected operator: ``other <op> self`` for a scalar ``other``."""
 
-    Fast path: both operands are Arrays of one dtype on one device, or the other
-    operand is a Python scalar; anything else goes to the namespace function, which
-    raises the library's errors.
-    """
-    if reflected:
-        def op(self, other, /):
-            if other.__class__ is Array:
-                return getattr(_ns(), nsname)(other, self)
-            if other.__class__ in _SCALARS:
-                return _scalar_binary(nsname, other, self, True)
-            return NotImplemented
-    else:
-        def op(self, other, /):
-            if other.__class__ is Array:
-                if other._dtype is self._dtype and other._device is self._device:
-                    r = getattr(self._device.ops, nsname)(self._data, other._data)
-                    dev = self._device
-                    if r.__class__ is not dev._backend.native_type:
-                        r = dev._backend.coerce_native(r)
-                    return Array._new(r, _dtypes.bool if bool_result else
-                                      dev._backend.native_dtype(r), dev)
-                return getattr(_ns(), nsname)(self, other)
-            if other.__class__ in _SCALARS:
-                return _scalar_binary(nsname, self, other, False)
-            if _is_foreign_array(other):
-                return NotImplemented
-            if isinstance(other, (bool, int, float, complex)):
-                return _scalar_binary(nsname, self, other, False)
-            return NotImplemented
-    op.__name__ = opname
-    op.__qualname__ = f"Array.{opname}"
-    op.__doc__ = f"``self {opname}`` other: see :func:`tessera_array.{nsname}`."
-    return op
+    func = None  # the namespace function, looked up on first use
 
-
-def _make_inplace(opname: str, nsname: str):
     def op(self, other, /):
-        return self._inplace(opname, getattr(_ns(), nsname)(self, other))
+        nonlocal func
+        if other.__class__ in _SCALARS or other.__class__ is Array or _is_operand(other):
+            if func is None:
+                func = getattr(_ns(), nsname)
+            return func(other, self)
+        return NotImplemented
 
     op.__name__ = opname
     op.__qualname__ = f"Array.{opname}"
-    op.__doc__ = f"In-place :func:`tessera_array.{nsname}`; x1's dtype and shape are kept."
+    op.__doc__ = f"``other {_SYMBOLS[nsname]} self``: see :func:`tessera_array.{nsname}`."
     return op
 
 
-def _scalar_binary(nsname: str, x1, x2, reflected: bool):
-    return getattr(_ns(), nsname)(x1, x2)
+def _make_inplace(opname: str, nsname: str, forward):
+    """Build ``opname`` (``x1 op= x2``): ``x1 op x2`` written back into x1.
+
+    The standard's rule: the result must keep x1's dtype and shape (TypeError /
+    ValueError otherwise), and x1's buffer is updated, so views of it see the change.
+    """
+
+    def op(self, other, /):
+        result = forward(self, other)
+        if result is NotImplemented:
+            # Another library's array, or an unsupported type: refuse here, rather
+            # than let Python rebind x1 to whatever ``x1 op x2`` gives.
+            result = getattr(_ns(), nsname)(self, other)
+        return self._inplace(opname, result)
+
+    op.__name__ = opname
+    op.__qualname__ = f"Array.{opname}"
+    op.__doc__ = f"``self {_SYMBOLS[nsname]}= other``: x1's dtype and shape are kept."
+    return op
 
 
-def _is_foreign_array(obj) -> bool:
-    return hasattr(obj, "__array_namespace__") or hasattr(obj, "__array_ufunc__")
+def _is_operand(obj) -> bool:
+    """True for the non-Array operands an operator accepts: Python and NumPy scalars."""
+    cls = obj.__class__
+    if cls in _SCALARS:
+        return True
+    if cls.__module__ == "numpy":
+        import numpy as np
+
+        return isinstance(obj, np.generic)
+    if hasattr(obj, "__array_namespace__") or hasattr(obj, "__array_ufunc__"):
+        return False  # another library's array: let it handle the operator
+    return isinstance(obj, (bool, int, float, complex))
 
 
 _SCALARS = frozenset({bool, int, float, complex})
+_BOOL = _dtypes.bool
+# What a backend op may raise on the hot path; the namespace function then words
+# the error, or reruns the op quietly for a floating-point warning made an error.
+_NATIVE_ERRORS = (Warning, ArithmeticError, ValueError, TypeError)
 
-# (operator stem, namespace function, returns bool)
+_SYMBOLS = {
+    "add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
+    "remainder": "%", "pow": "**", "bitwise_and": "&", "bitwise_or": "|",
+    "bitwise_xor": "^", "bitwise_left_shift": "<<", "bitwise_right_shift": ">>",
+    "equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
+    "greater_equal": ">=",
+}
+
+# (operator stem, namespace function): reflected and in-place operators are built
+# from these; the forward operators are methods of Array above.
 _BINARY = (
-    ("add", "add", False),
-    ("sub", "subtract", False),
-    ("mul", "multiply", False),
-    ("truediv", "divide", False),
-    ("floordiv", "floor_divide", False),
-    ("mod", "remainder", False),
-    ("pow", "pow", False),
-    ("and", "bitwise_and", False),
-    ("or", "bitwise_or", False),
-    ("xor", "bitwise_xor", False),
-    ("lshift", "bitwise_left_shift", False),
-    ("rshift", "bitwise_right_shift", False),
-)
-_COMPARE = (
-    ("eq", "equal"),
-    ("ne", "not_equal"),
-    ("lt", "less"),
-    ("le", "less_equal"),
-    ("gt", "greater"),
-    ("ge", "greater_equal"),
+    ("add", "add"),
+    ("sub", "subtract"),
+    ("mul", "multiply"),
+    ("truediv", "divide"),
+    ("floordiv", "floor_divide"),
+    ("mod", "remainder"),
+    ("pow", "pow"),
+    ("and", "bitwise_and"),
+    ("or", "bitwise_or"),
+    ("xor", "bitwise_xor"),
+    ("lshift", "bitwise_left_shift"),
+    ("rshift", "bitwise_right_shift"),
 )
 
-for _stem, _fn, _b in _BINARY:
-    setattr(Array, f"__{_stem}__", _make_binary(f"__{_stem}__", _fn, False, _b))
-    setattr(Array, f"__r{_stem}__", _make_binary(f"__r{_stem}__", _fn, True, _b))
-    setattr(Array, f"__i{_stem}__", _make_inplace(f"__i{_stem}__", _fn))
-for _stem, _fn in _COMPARE:
-    setattr(Array, f"__{_stem}__", _make_binary(f"__{_stem}__", _fn, False, True))
-del _stem, _fn, _b
+for _stem, _fn in _BINARY:
+    setattr(Array, f"__r{_stem}__", _make_reflected(f"__r{_stem}__", _fn))
+    _forward = getattr(Array, f"__{_stem}__")
+    setattr(Array, f"__i{_stem}__", _make_inplace(f"__i{_stem}__", _fn, _forward))
+del _stem, _fn, _forward
 
 _SUPPORTED_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 
@@ -416,3 +902,8 @@ def check_same_device(func: str, *arrays) -> None:
                 f"{func}: arrays are on different devices. Received: devices {first._device} "
                 f"and {a._device}. Use to_device() to move one."
             )
+
+
+# Bound after the class exists: _indexing imports Array from this module.
+from ._indexing import getitem as _getitem
+from ._indexing import setitem as _setitem

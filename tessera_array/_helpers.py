@@ -16,18 +16,21 @@ from ._errors import MissingCapabilityError, ScalarOutOfRangeError
 
 __all__ = [
     "Array",
+    "astype_native",
+    "binary_function",
     "check_array",
-    "check_same_device",
-    "wrap",
-    "default_int",
-    "default_float",
-    "default_complex",
-    "scalar_dtype_for",
-    "check_scalar_range",
     "check_dtype_on_device",
+    "check_same_device",
+    "check_scalar_range",
+    "default_complex",
+    "default_float",
+    "default_int",
     "elementwise_binary",
     "elementwise_unary",
-    "astype_native",
+    "scalar_dtype_for",
+    "supports_dtype",
+    "unary_function",
+    "wrap",
 ]
 
 _builtin_bool = bool
@@ -64,8 +67,20 @@ def default_int(device=None) -> DType:
     return _dtypes.int64
 
 
+_SUPPORTED: dict = {}  # id(device) -> (backend object, frozenset of id(dtype))
+
+
+def supports_dtype(device, dtype: DType) -> bool:
+    """Whether ``device`` holds ``dtype`` (cached; Devices and DTypes are singletons)."""
+    hit = _SUPPORTED.get(id(device))
+    be = device._backend
+    if hit is None or hit[0] is not be:
+        hit = _SUPPORTED[id(device)] = (be, frozenset(map(id, be.dtypes(device))))
+    return id(dtype) in hit[1]
+
+
 def default_float(device=None) -> DType:
-    if device is not None and _dtypes.float64 not in device._backend.dtypes(device):
+    if device is not None and not supports_dtype(device, _dtypes.float64):
         return _dtypes.float32
     return _dtypes.float64
 
@@ -76,14 +91,17 @@ def default_complex(device=None) -> DType:
 
 def check_dtype_on_device(dtype: DType, device, func: str) -> None:
     """MissingCapabilityError when ``device`` cannot hold ``dtype``."""
-    if dtype not in device._backend.dtypes(device):
+    if not supports_dtype(device, dtype):
         raise MissingCapabilityError(
             f"{func}: device {device} does not support dtype {dtype}. Supported on "
             f"{device}: {', '.join(d.name for d in device._backend.dtypes(device))}."
         )
 
 
-def scalar_dtype_for(func: str, array_dtype: DType, scalar, device=None) -> DType:
+def scalar_dtype_for(
+    func: str, array_dtype: DType, scalar, device=None, name: str = "scalar",
+    check_range: bool = True,
+) -> DType:
     """The dtype an operation computes in when an array meets a Python scalar.
 
     The scalar is *weak* (NEP 50 / the standard): it takes the array's dtype when the
@@ -96,9 +114,12 @@ def scalar_dtype_for(func: str, array_dtype: DType, scalar, device=None) -> DTyp
         return array_dtype
     if isinstance(scalar, int):
         if kind == "b":
-            return default_int(device)
-        if kind in "iu":
-            check_scalar_range(func, array_dtype, scalar)
+            dt = default_int(device)
+            if check_range:
+                check_scalar_range(func, dt, scalar, name)
+            return dt
+        if kind in "iu" and check_range:
+            check_scalar_range(func, array_dtype, scalar, name)
         return array_dtype
     if isinstance(scalar, float):
         if kind in "biu":
@@ -112,7 +133,7 @@ def scalar_dtype_for(func: str, array_dtype: DType, scalar, device=None) -> DTyp
         return array_dtype
     raise TypeError(
         f"{func}: expected an array or a Python scalar (bool, int, float, complex). "
-        f"Received: {type(scalar).__name__}"
+        f"Received: {name} of type {type(scalar).__name__}"
     )
 
 
@@ -146,55 +167,434 @@ def astype_native(x: Array, dtype: DType):
     return x._device.ops.astype(x._data, dtype)
 
 
-def elementwise_binary(func: str, x1, x2, native, *, result_dtype=None, compute=None):
+_object_new = object.__new__
+# A floating-point warning raised as an error (``-W error``), or NumPy's
+# ``seterr(all="raise")``: the standard defines those results, so the op is rerun
+# with the backend's floating-point reporting off.
+_QUIET_RERUN = (Warning, FloatingPointError)
+
+# Kind strings of DType.kind, as the elementwise helpers take them, and how an
+# error message words them.
+_KIND_WORDS = {
+    "biufc": "numeric or boolean",
+    "iufc": "numeric",
+    "biuf": "real-valued or boolean",
+    "iuf": "real-valued",
+    "biu": "integer or boolean",
+    "iu": "integer",
+    "fc": "floating-point",
+    "f": "real floating-point",
+    "b": "boolean",
+}
+
+
+def elementwise_binary(
+    func: str, x1, x2, kinds: str, fast: str, compute=None, result_dtype=None, native=None
+):
     """Apply a native binary op with the standard's promotion and device rules.
 
-    ``native(a, b)`` receives two native buffers of the computation dtype, or one
-    buffer and a weak Python scalar. ``compute(dtype) -> dtype`` may remap the
-    promoted dtype (e.g. true division of integers computes in float64);
-    ``result_dtype`` fixes the result's dtype when the op always returns one
-    (comparisons: bool).
+    Parameters (positional: keyword passing costs measurably on the hot path)
+    ----------
+    func : str
+        The public name; also the name of the native op when ``native`` is None.
+    kinds : str
+        The ``DType.kind`` letters the promoted dtype may have (TypeError otherwise).
+    fast : str
+        The kinds computed in the promoted dtype itself, without ``compute``.
+    compute : callable, optional
+        ``compute(dt, dt1, dt2, device) -> DType`` picks the computation dtype for
+        kinds not in ``fast`` (for example integers to float for ``atan2``).
+    result_dtype : DType, optional
+        The result's dtype when the op always returns one (comparisons: bool);
+        otherwise the computation dtype.
+    native : callable, optional
+        ``native(a, b)`` receives two native buffers of the computation dtype, or
+        one buffer and a weak Python scalar. Default: ``device.ops.<func>``.
+
+    Notes
+    -----
+    The first branches are the hot paths (two arrays of one dtype on one device; an
+    array and a Python scalar that keeps its dtype): keep them free of extra calls.
     """
     if x1.__class__ is Array:
         if x2.__class__ is Array:
+            dt = x1._dtype
             dev = x1._device
-            if x2._device is not dev:
-                check_same_device(func, x1, x2)
-            dt = x1._dtype if x1._dtype is x2._dtype else _dtypes.PROMOTION_TABLE[x1._dtype, x2._dtype]
-            if compute is not None:
-                dt = compute(dt)
-            a = x1._data if x1._dtype is dt else dev.ops.astype(x1._data, dt)
-            b = x2._data if x2._dtype is dt else dev.ops.astype(x2._data, dt)
+            if x2._dtype is dt and x2._device is dev and dt.kind in fast:
+                a = x1._data
+                fn = native or getattr(dev.ops, func)
+                try:
+                    r = fn(a, x2._data)
+                except _QUIET_RERUN:
+                    r = _rerun_quietly(dev, fn, a, x2._data)
+                except ValueError as err:
+                    raise _native_value_error(func, x1, x2, err) from err
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = result_dtype or dt
+                obj._device = dev
+                return obj
+        elif x2.__class__ in _SCALAR_TYPES and _weak_keeps(x1._dtype, x2, fast):
+            return _with_weak_scalar(func, x1, x2, False, result_dtype, native)
+    elif (
+        x2.__class__ is Array
+        and x1.__class__ in _SCALAR_TYPES
+        and _weak_keeps(x2._dtype, x1, fast)
+    ):
+        return _with_weak_scalar(func, x2, x1, True, result_dtype, native)
+    return _binary_general(func, x1, x2, native, kinds, fast, compute, result_dtype)
+
+
+def binary_function(func: str, kinds: str, fast: str, compute=None, result_dtype=None):
+    """Build the namespace function ``func(x1, x2, /)``: :func:`elementwise_binary`
+    with the arguments bound and its hot path inlined (one Python frame less).
+
+    The elementwise chapter declares each function with a ``def`` carrying its
+    signature and docstring and decorates it (see ``_elementwise_functions``).
+    """
+
+    cache = (None, None)  # (ops namespace, its native op): one read, thread-safe
+
+    def op(x1, x2, /):
+        nonlocal cache
+        if x1.__class__ is Array:
+            if x2.__class__ is Array:
+                dt = x1._dtype
+                dev = x1._device
+                if x2._dtype is dt and x2._device is dev and dt.kind in fast:
+                    a = x1._data
+                    ops = dev.ops
+                    c = cache
+                    if c[0] is ops:
+                        fn = c[1]
+                    else:
+                        fn = getattr(ops, func)
+                        cache = (ops, fn)
+                    try:
+                        r = fn(a, x2._data)
+                    except _QUIET_RERUN:
+                        r = _rerun_quietly(dev, fn, a, x2._data)
+                    except ValueError as err:
+                        raise _native_value_error(func, x1, x2, err) from err
+                    if r.__class__ is not a.__class__:
+                        r = dev._backend.coerce_native(r)
+                    obj = _object_new(Array)
+                    obj._data = r
+                    obj._dtype = result_dtype or dt
+                    obj._device = dev
+                    return obj
+                return _binary_general(func, x1, x2, None, kinds, fast, compute, result_dtype)
+            if x2.__class__ not in _SCALAR_TYPES or not _weak_keeps(x1._dtype, x2, fast):
+                return _binary_general(func, x1, x2, None, kinds, fast, compute, result_dtype)
+            arr = x1
+            a = x1._data
+            b = x2
+        elif x2.__class__ is Array and x1.__class__ in _SCALAR_TYPES and _weak_keeps(
+            x2._dtype, x1, fast
+        ):
+            arr = x2
+            a = x1
+            b = x2._data
         else:
-            x2 = _coerce_scalar(func, x2, "x2")
-            dev = x1._device
-            dt = scalar_dtype_for(func, x1._dtype, x2, dev)
-            if compute is not None:
-                dt = compute(dt)
-            a = x1._data if x1._dtype is dt else dev.ops.astype(x1._data, dt)
-            b = _scalar_as(x2, dt)
-    elif x2.__class__ is Array:
-        x1 = _coerce_scalar(func, x1, "x1")
+            return _binary_general(func, x1, x2, None, kinds, fast, compute, result_dtype)
+        # An array and a weak Python scalar that keeps the array's dtype.
+        dev = arr._device
+        ops = dev.ops
+        c = cache
+        if c[0] is ops:
+            fn = c[1]
+        else:
+            fn = getattr(ops, func)
+            cache = (ops, fn)
+        try:
+            r = fn(a, b)
+        except _QUIET_RERUN:
+            r = _rerun_quietly(dev, fn, a, b)
+        except (OverflowError, ValueError, TypeError):
+            # A native refusal (a Python int too large for a float, a negative
+            # integer power): the general path words it.
+            return _binary_general(func, x1, x2, None, kinds, fast, compute, result_dtype)
+        if r.__class__ is not arr._data.__class__:
+            r = dev._backend.coerce_native(r)
+        obj = _object_new(Array)
+        obj._data = r
+        obj._dtype = result_dtype or arr._dtype
+        obj._device = dev
+        return obj
+
+    op.__name__ = op.__qualname__ = func
+    return op
+
+
+def unary_function(func: str, kinds: str, fast: str, compute=None, result_dtype=None):
+    """Build the namespace function ``func(x, /)``: :func:`elementwise_unary` with
+    the arguments bound and its hot path inlined."""
+
+    cache = (None, None)  # (ops namespace, its native op)
+
+    def op(x, /):
+        nonlocal cache
+        if x.__class__ is Array:
+            dt = x._dtype
+            if dt.kind in fast:
+                dev = x._device
+                a = x._data
+                ops = dev.ops
+                c = cache
+                if c[0] is ops:
+                    fn = c[1]
+                else:
+                    fn = getattr(ops, func)
+                    cache = (ops, fn)
+                try:
+                    r = fn(a)
+                except _QUIET_RERUN:
+                    r = _rerun_quietly(dev, fn, a)
+                if r.__class__ is not a.__class__:
+                    r = dev._backend.coerce_native(r)
+                obj = _object_new(Array)
+                obj._data = r
+                obj._dtype = result_dtype or dt
+                obj._device = dev
+                return obj
+        return elementwise_unary(func, x, kinds, fast, compute, result_dtype)
+
+    op.__name__ = op.__qualname__ = func
+    return op
+
+
+def _weak_keeps(dt: DType, s, fast: str) -> bool:
+    """True when the Python scalar ``s`` computes in ``dt`` itself, a ``fast`` kind."""
+    k = dt.kind
+    if k not in fast:
+        return False
+    cls = s.__class__
+    if cls is float:
+        return k == "f" or k == "c"
+    if cls is int:
+        if k == "i" or k == "u":
+            lo, hi = _INT_LIMITS[dt.name]
+            return lo <= s <= hi
+        return k == "f" or k == "c"
+    if cls is bool:
+        return True
+    return k == "c"
+
+
+def _with_weak_scalar(func: str, x: Array, s, reflected: bool, result_dtype, native):
+    """``x <op> s`` (or ``s <op> x``) for a scalar that keeps x's dtype."""
+    dev = x._device
+    a = x._data
+    fn = native or getattr(dev.ops, func)
+    args = (s, a) if reflected else (a, s)
+    try:
+        r = fn(*args)
+    except _QUIET_RERUN:
+        r = _rerun_quietly(dev, fn, *args)
+    except (OverflowError, ValueError, TypeError):
+        # A native refusal (a Python int too large for a float, a negative integer
+        # power): the general path words it.
+        x1, x2 = (s, x) if reflected else (x, s)
+        return _binary_general(func, x1, x2, native, "biufc", "biufc", None, result_dtype)
+    if r.__class__ is not a.__class__:
+        r = dev._backend.coerce_native(r)
+    return Array._new(r, result_dtype or x._dtype, dev)
+
+
+def _binary_general(func, x1, x2, native, kinds, fast, compute, result_dtype):
+    """elementwise_binary for everything but the hot path: scalars, promotion, errors."""
+    a1 = x1.__class__ is Array
+    a2 = x2.__class__ is Array
+    if not a1 and not isinstance(x1, Array) and not _is_scalar(x1):
+        x1 = _as_operand(func, x1, "x1", x2)
+        a1 = x1.__class__ is Array
+    if not a2 and not isinstance(x2, Array) and not _is_scalar(x2):
+        x2 = _as_operand(func, x2, "x2", x1)
+        a2 = x2.__class__ is Array
+    if (not a1 and isinstance(x1, Array)) or (not a2 and isinstance(x2, Array)):
+        raise TypeError(
+            f"{func}: subclasses of Array are not supported. Received: x1 of type "
+            f"{type(x1).__name__}, x2 of type {type(x2).__name__}"
+        )
+    if a1 and a2:
+        dev = x1._device
+        if x2._device is not dev:
+            check_same_device(func, x1, x2)
+        dt1, dt2 = x1._dtype, x2._dtype
+        dt = dt1 if dt1 is dt2 else _dtypes.PROMOTION_TABLE[dt1, dt2]
+    elif a1:
+        dev = x1._device
+        dt1 = x1._dtype
+        # An integer operand that computes in floating point (true division, sin)
+        # takes any Python int, as NumPy does: the range check is for the int dtype.
+        dt = dt2 = scalar_dtype_for(
+            func, dt1, x2, dev, "x2", check_range=compute is None or dt1.kind in fast
+        )
+    elif a2:
         dev = x2._device
-        dt = scalar_dtype_for(func, x2._dtype, x1, dev)
-        if compute is not None:
-            dt = compute(dt)
-        a = _scalar_as(x1, dt)
-        b = x2._data if x2._dtype is dt else dev.ops.astype(x2._data, dt)
+        dt2 = x2._dtype
+        dt = dt1 = scalar_dtype_for(
+            func, dt2, x1, dev, "x1", check_range=compute is None or dt2.kind in fast
+        )
     else:
-        if isinstance(x1, Array) or isinstance(x2, Array):
-            raise TypeError(f"{func}: Array subclasses are not supported")
         raise TypeError(
             f"{func}: at least one of x1, x2 must be a tessera_array Array. Received: "
             f"x1 of type {type(x1).__name__}, x2 of type {type(x2).__name__}"
         )
-    r = native(a, b)
+    if dt.kind not in kinds:
+        raise TypeError(
+            f"{func}: expected {_KIND_WORDS.get(kinds, kinds)} operands. Received: "
+            f"{_describe(x1, 'x1')}, {_describe(x2, 'x2')}"
+        )
+    if compute is not None and dt.kind not in fast:
+        dt = compute(dt, dt1, dt2, dev)
+    ops = dev.ops
+    if a1:
+        a = x1._data if x1._dtype is dt else ops.astype(x1._data, dt)
+    else:
+        a = _scalar_as(x1, dt)
+    if a2:
+        b = x2._data if x2._dtype is dt else ops.astype(x2._data, dt)
+    else:
+        b = _scalar_as(x2, dt)
+    fn = native or getattr(ops, func)
+    try:
+        r = fn(a, b)
+    except _QUIET_RERUN:
+        r = _rerun_quietly(dev, fn, a, b)
+    except ValueError as err:
+        raise _native_value_error(func, x1, x2, err) from err
+    be = dev._backend
+    if r.__class__ is not be.native_type:
+        r = be.coerce_native(r)
+    if result_dtype is not None:
+        return Array._new(r, result_dtype, dev)
+    return Array._new(r, be.native_dtype(r), dev)
+
+
+def elementwise_unary(
+    func: str, x, kinds: str, fast: str, compute=None, result_dtype=None, native=None
+):
+    """Apply a native unary op; see :func:`elementwise_binary` for the arguments.
+
+    ``compute(dt, device) -> DType`` picks the computation dtype for the kinds not
+    in ``fast``. Outside the hot path the result's dtype is read from the native
+    buffer (``abs`` and ``real`` of complex input give real output).
+    """
+    if x.__class__ is Array:
+        dt = x._dtype
+        if dt.kind in fast:
+            dev = x._device
+            a = x._data
+            fn = native or getattr(dev.ops, func)
+            try:
+                r = fn(a)
+            except _QUIET_RERUN:
+                r = _rerun_quietly(dev, fn, a)
+            if r.__class__ is not a.__class__:
+                r = dev._backend.coerce_native(r)
+            obj = _object_new(Array)
+            obj._data = r
+            obj._dtype = result_dtype or dt
+            obj._device = dev
+            return obj
+    else:
+        check_array(x, func)
+        if x.__class__ is not Array:
+            raise TypeError(
+                f"{func}: subclasses of Array are not supported. Received: x of type "
+                f"{type(x).__name__}"
+            )
+    dt = x._dtype
+    if dt.kind not in kinds:
+        raise TypeError(
+            f"{func}: expected an array of {_KIND_WORDS.get(kinds, kinds)} dtype. "
+            f"Received: x.dtype={dt}"
+        )
+    dev = x._device
+    if compute is not None and dt.kind not in fast:
+        dt = compute(dt, dev)
+    a = x._data if x._dtype is dt else dev.ops.astype(x._data, dt)
+    fn = native or getattr(dev.ops, func)
+    try:
+        r = fn(a)
+    except _QUIET_RERUN:
+        r = _rerun_quietly(dev, fn, a)
     if result_dtype is not None:
         return wrap_as(r, result_dtype, dev)
     return wrap(r, dev)
 
 
+def _native_value_error(func: str, x1, x2, err: ValueError) -> ValueError:
+    """The library's wording of a ValueError raised by a native binary op."""
+    s1 = x1.shape if x1.__class__ is Array else ()
+    s2 = x2.shape if x2.__class__ is Array else ()
+    for n1, n2 in zip(reversed(s1), reversed(s2)):
+        if n1 != n2 and n1 != 1 and n2 != 1:
+            return ValueError(
+                f"{func}: the operands' shapes do not broadcast together. "
+                f"Received: x1.shape={s1}, x2.shape={s2}"
+            )
+    hint = ""
+    if func == "pow" and "negative" in str(err):
+        hint = " Cast x1 to a floating-point dtype to raise integers to negative powers."
+    return ValueError(
+        f"{func}: {err} Received: {_describe(x1, 'x1')}, {_describe(x2, 'x2')}.{hint}"
+    )
+
+
+def _rerun_quietly(dev, fn, *args):
+    """Rerun a native op whose floating-point warning was raised as an error.
+
+    The standard defines those results (``1/0 -> inf``), so the op is rerun with
+    the backend's warnings off; a backend without ``call_quietly`` re-raises.
+    Call only from an ``except`` block.
+    """
+    quiet = getattr(dev.ops, "call_quietly", None)
+    if quiet is None:
+        raise  # noqa: PLE0704 - re-raises the warning being handled
+    return quiet(fn, *args)
+
+
+def _is_scalar(s) -> bool:
+    """A Python scalar (or a subclass), not a NumPy scalar (``np.float64`` is a float)."""
+    cls = s.__class__
+    return cls in _SCALAR_TYPES or (isinstance(s, _PY_SCALARS) and cls.__module__ != "numpy")
+
+
+_SCALAR_TYPES = frozenset(_PY_SCALARS)
+_INT_LIMITS = {
+    d.name: ((0, 2**d.bits - 1) if d.kind == "u" else (-(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1))
+    for d in _dtypes.INTEGER
+}
+
+
+def _as_operand(func: str, s, name: str, other):
+    """A non-Python-scalar operand: a NumPy scalar becomes a 0-d Array (strong dtype).
+
+    NumPy scalars keep their dtype, as in NumPy (``float32_array + np.float64(1)``
+    is float64); anything else goes through :func:`_coerce_scalar`'s checks.
+    """
+    import numpy as np
+
+    if isinstance(s, np.generic) and other.__class__ is Array:
+        dt = _dtypes.FROM_NUMPY.get(s.dtype)
+        if dt is not None:
+            dev = other._device
+            return Array._new(dev._backend.from_host(np.asarray(s), dev), dt, dev)
+    return _coerce_scalar(func, s, name)
+
+
+def _describe(v, name: str) -> str:
+    if v.__class__ is Array:
+        return f"{name}.dtype={v._dtype}"
+    return f"{name}={v!r} ({type(v).__name__})"
+
+
 def _coerce_scalar(func: str, s, name: str):
+    """A Python scalar for ``s`` (NumPy scalars convert), or TypeError naming ``name``."""
     if isinstance(s, _PY_SCALARS):
         return s
     if hasattr(s, "__array_namespace__"):
@@ -208,8 +608,8 @@ def _coerce_scalar(func: str, s, name: str):
     if isinstance(s, np.generic) and s.ndim == 0:
         return s.item()
     raise TypeError(
-        f"{func}: {name} must be a tessera_array Array or a Python scalar. "
-        f"Received: {name} of type {type(s).__name__}"
+        f"{func}: {name} must be a tessera_array Array or a Python scalar (bool, int, "
+        f"float, complex). Received: {name} of type {type(s).__name__}"
     )
 
 
@@ -222,19 +622,5 @@ def _scalar_as(s, dt: DType):
         try:
             return float(s) if dt.kind == "f" else complex(s)
         except OverflowError:
-            return math.copysign(math.inf, s)
+            return math.inf if s > 0 else -math.inf
     return s
-
-
-def elementwise_unary(func: str, x, native, *, compute=None, result_dtype=None):
-    """Apply a native unary op; ``compute(dtype)`` may remap the input dtype first."""
-    if x.__class__ is not Array:
-        check_array(x, func)
-    dt = x._dtype
-    if compute is not None:
-        dt = compute(dt)
-    a = x._data if x._dtype is dt else x._device.ops.astype(x._data, dt)
-    r = native(a)
-    if result_dtype is not None:
-        return wrap_as(r, result_dtype, x._device)
-    return wrap(r, x._device)
