@@ -98,6 +98,11 @@ class NumpyBackend:
     def dlpack_device(native):
         return native.__dlpack_device__()
 
+    @staticmethod
+    def from_dlpack(obj, *, device=None, copy=None):
+        """Import any DLPack producer into host memory (producers on other devices copy)."""
+        return np.from_dlpack(obj, device="cpu", copy=copy)
+
     # ---- kernels ---------------------------------------------------------------
 
     def register(self, registry) -> None:

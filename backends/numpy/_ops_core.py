@@ -9,7 +9,16 @@ __all__ = ["astype", "copy_into", "getitem", "setitem", "asarray"]
 
 def astype(a: np.ndarray, dtype, copy: bool = True) -> np.ndarray:
     """``a`` converted to the DType ``dtype``."""
-    return a.astype(dtype._np, copy=copy)
+    src, dst = a.dtype, dtype._np
+    if src.kind in "fc" and (
+        dst.kind in "iu"
+        or dst.itemsize // (1 + (dst.kind == "c")) < src.itemsize // (1 + (src.kind == "c"))
+    ):
+        # NaN/inf to integers and overflow to a narrower float are defined by the
+        # standard as implementation-dependent / IEEE; NumPy's warnings are noise.
+        with np.errstate(invalid="ignore", over="ignore"):
+            return a.astype(dst, copy=copy)
+    return a.astype(dst, copy=copy)
 
 
 def copy_into(dst: np.ndarray, src) -> None:
@@ -22,6 +31,11 @@ def getitem(a: np.ndarray, key) -> np.ndarray:
 
 
 def setitem(a: np.ndarray, key, value) -> None:
+    if (value.__class__ is float or value.__class__ is complex) and a.dtype.char in "fF":
+        # A Python float beyond float32's range rounds to inf (IEEE 754); no warning.
+        with np.errstate(over="ignore"):
+            a[key] = value
+        return
     a[key] = value
 
 
