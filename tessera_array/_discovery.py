@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import types
 
 from ._errors import BackendUnavailableError, DeviceNotFoundError
 
@@ -25,7 +26,15 @@ __all__ = [
     "all_devices",
     "pick_default_device",
     "add_backend",
+    "remove_backend",
+    "BackendLoadWarning",
 ]
+
+
+class BackendLoadWarning(UserWarning):
+    """A backend whose hardware or library looks present did not load (the test gate
+    issues it; its message names the backend, the reason and the fix)."""
+
 
 # (name, module path). The module exposes ``backend``.
 BUILTIN_BACKENDS = (("numpy", "tessera_array.backends.numpy"),)
@@ -48,11 +57,21 @@ def _collect_candidates() -> dict:
     if os.environ.get("TESSERA_NO_ENTRY_POINTS") != "1":
         from importlib.metadata import entry_points
 
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            eps = list(entry_points(group=ENTRY_POINT_GROUP))
+        except Exception as err:  # broken package metadata: kept, reported
+            found[f"<entry points {ENTRY_POINT_GROUP}>"] = err
+            eps = []
+        for ep in eps:
             if ep.name in found:
                 continue
             try:
-                found[ep.name] = ep.load()
+                obj = ep.load()
+                # An entry point may name the backend object or a module exposing
+                # ``backend``, as the built-in backend packages do.
+                if isinstance(obj, types.ModuleType):
+                    obj = obj.backend
+                found[ep.name] = obj
             except Exception as err:
                 found[ep.name] = err
     return found
@@ -75,16 +94,19 @@ def _try_load(name, obj) -> None:
     if isinstance(obj, Exception):
         _failed[name] = f"import failed: {type(obj).__name__}: {obj}"
         return
+    from ._dispatch import registry
+
     try:
         if not obj.is_available():
-            _failed[name] = obj.unavailable_reason() or "not available"
+            # unavailable_reason() is optional in the protocol.
+            reason = getattr(obj, "unavailable_reason", None)
+            _failed[name] = (reason() if reason is not None else None) or "not available"
             return
         obj.load()
-        from ._dispatch import registry
-
         obj.register(registry)
     except Exception as err:
         _failed[name] = f"load failed: {type(err).__name__}: {err}"
+        registry.unregister_backend(getattr(obj, "name", name))  # no half-registered kernels
         return
     _loaded[name] = obj
     for dev in obj.devices():
@@ -98,6 +120,11 @@ def add_backend(backend) -> None:
     """Load and add a backend object at run time (tests, plug-ins under development)."""
     _ensure_discovered()
     with _lock:
+        if backend.name in _loaded:
+            raise ValueError(
+                f"add_backend: a backend named {backend.name!r} is already loaded; "
+                f"remove_backend({backend.name!r}) first."
+            )
         _failed.pop(backend.name, None)
         _candidates[backend.name] = backend
         _try_load(backend.name, backend)

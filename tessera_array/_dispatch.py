@@ -65,6 +65,12 @@ class KernelRegistry:
         """Register ``launcher`` for ``op`` on ``backend`` for each dtype in ``dtypes``."""
         if isinstance(dtypes, DType):
             dtypes = (dtypes,)
+        elif isinstance(dtypes, str):
+            self._check_key(op, backend, dtypes, variant, "register")  # raises TypeError
+        if not callable(launcher):
+            raise TypeError(
+                f"register: launcher must be callable. Received: launcher={launcher!r}"
+            )
         with self._lock:
             for dt in dtypes:
                 self._check_key(op, backend, dt, variant, "register")

@@ -65,7 +65,7 @@ class DType:
         if isinstance(other, (str, np.dtype, type)):
             try:
                 return self._np == np.dtype(other)
-            except TypeError:
+            except (TypeError, ValueError):  # e.g. "a, b" parses as a bad record format
                 return False
         return NotImplemented
 

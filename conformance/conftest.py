@@ -1,0 +1,20 @@
+"""The ``device`` parameter for conformance/: the same gate as tests/conftest.py.
+
+tests/conftest.py is loaded under its own module name and its hooks are reused;
+they keep their state on ``config``, so running tests/ and conformance/ together
+plans, warns and reports once.
+"""
+
+import importlib.util
+import pathlib
+
+_path = pathlib.Path(__file__).resolve().parents[1] / "tests" / "conftest.py"
+_spec = importlib.util.spec_from_file_location("tessera_tests_conftest", _path)
+_gate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_gate)
+
+pytest_configure = _gate.pytest_configure
+pytest_report_header = _gate.pytest_report_header
+pytest_generate_tests = _gate.pytest_generate_tests
+pytest_collection_modifyitems = _gate.pytest_collection_modifyitems
+pytest_terminal_summary = _gate.pytest_terminal_summary
