@@ -129,7 +129,7 @@ class Seq:
 
 
 class Case:
-    __slots__ = ("id", "fn", "args", "kwargs", "creation", "post", "tags", "rtol")
+    __slots__ = ("args", "creation", "fn", "id", "kwargs", "post", "rtol", "tags")
 
     def __init__(self, id, fn, args=(), kwargs=None, *, creation=False, post=None, tags=(),
                  rtol=None):

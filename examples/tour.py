@@ -30,11 +30,10 @@ b = xp.asarray(rng.standard_normal(4))
 sol = xp.linalg.solve(a, b)
 print("||A x - b|| =", float(xp.linalg.vector_norm(a @ sol - b)))
 
-# Kernel registry: the dense matvec kernel of the device's backend.
-from tessera_array._dispatch import lookup
+# The kernel registry: every backend registers its kernels by (op, backend, dtype, variant).
+from tessera_array._dispatch import registry
 
-matvec = lookup("matvec", a.device, a.dtype)
-print("registry matvec matches A @ b:", bool(xp.all(xp.asarray(matvec(a._data, b._data)) == a @ b)))
+print(registry.matrix())
 
 # NumPy interop: host arrays convert, and NumPy functions keep tessera arrays.
 print("np.asarray(x):", np.asarray(x))

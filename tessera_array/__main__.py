@@ -17,7 +17,7 @@ import json
 import platform
 import sys
 
-__all__ = ["main", "info_report", "format_info"]
+__all__ = ["format_info", "info_report", "main"]
 
 
 def _safe(call, default):

@@ -35,7 +35,7 @@ class Array:
     ndim, size : int
     """
 
-    __slots__ = ("_data", "_dtype", "_device", "__weakref__")
+    __slots__ = ("__weakref__", "_data", "_device", "_dtype")
     # NumPy defers to our reflected operators (``ndarray + Array`` -> Array.__radd__).
     __array_priority__ = 1000.0
     __hash__ = None
@@ -260,8 +260,19 @@ class Array:
     # dtype) goes straight to the backend op. A native failure (a floating-point
     # warning raised as an error, a bad value) is left to the namespace function,
     # which words the error or reruns quietly; scalars, promotion and every other
-    # case go there too. Written out per operator: a generic version costs about
-    # 10% more per call.
+    # case go there too.
+    #
+    # Written out per operator, on purpose: a factory-made operator has to fetch the
+    # backend op with getattr(dev.ops, name), which costs one more call per use.
+    # Measured (x + y, two float64 arrays of shape (1,), min over 15 interleaved
+    # rounds of timeit, NumPy 2.4, Python 3.11, 2-core x86 host):
+    #
+    #     numpy  a + b                   435 ns    1.00x
+    #     written out (this code)        827 ns    1.90x
+    #     factory with getattr           947 ns    2.18x
+    #
+    # The overhead target for add at size 1 is <= 2.0x NumPy, which only the
+    # written-out form meets.
 
     def __add__(self, other, /) -> Array:
         """``self + other``: see :func:`tessera_array.add`."""

@@ -28,7 +28,7 @@ class Device:
     otherwise; that string is accepted back wherever ``device=`` is.
     """
 
-    __slots__ = ("kind", "index", "backend_name", "_label", "_backend", "ops", "__weakref__")
+    __slots__ = ("__weakref__", "_backend", "_label", "backend_name", "index", "kind", "ops")
     _interned: dict = {}
 
     def __new__(cls, kind: str, index: int = 0, *, backend_name: str | None = None):

@@ -19,15 +19,15 @@ from ._errors import BackendUnavailableError, DeviceNotFoundError
 __all__ = [
     "BUILTIN_BACKENDS",
     "ENTRY_POINT_GROUP",
-    "loaded_backends",
-    "backend_status",
-    "backend_for_device",
-    "check_device",
-    "all_devices",
-    "pick_default_device",
-    "add_backend",
-    "remove_backend",
     "BackendLoadWarning",
+    "add_backend",
+    "all_devices",
+    "backend_for_device",
+    "backend_status",
+    "check_device",
+    "loaded_backends",
+    "pick_default_device",
+    "remove_backend",
 ]
 
 

@@ -10,12 +10,13 @@ from :data:`OPS`, the backend comes from the operands' device, the dtype is a
 from __future__ import annotations
 
 import threading
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ._dtypes import DType
 from ._errors import KernelNotFoundError
 
-__all__ = ["OPS", "FAMILIES", "KernelKey", "KernelRegistry", "registry", "lookup"]
+__all__ = ["FAMILIES", "OPS", "KernelKey", "KernelRegistry", "lookup", "registry"]
 
 # The four kernel families and the ops in each. This is the only list of op names.
 FAMILIES = {

@@ -12,6 +12,10 @@ import numpy as np
 __all__ = [
     "DType",
     "bool",
+    "complex64",
+    "complex128",
+    "float32",
+    "float64",
     "int8",
     "int16",
     "int32",
@@ -20,10 +24,6 @@ __all__ = [
     "uint16",
     "uint32",
     "uint64",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
 ]
 
 _builtin_bool = bool
@@ -43,7 +43,7 @@ class DType:
         Size of one element in bits.
     """
 
-    __slots__ = ("name", "kind", "bits", "_np", "__weakref__")
+    __slots__ = ("__weakref__", "_np", "bits", "kind", "name")
 
     def __init__(self, name: str, kind: str, bits: int):
         self.name = name
@@ -85,7 +85,7 @@ class DType:
         return self.bits // 8
 
 
-bool = DType("bool", "b", 8)  # noqa: A001 - the standard's name
+bool = DType("bool", "b", 8)
 int8 = DType("int8", "i", 8)
 int16 = DType("int16", "i", 16)
 int32 = DType("int32", "i", 32)

@@ -5,17 +5,17 @@ Each subclasses the built-in exception a user would already catch, so
 """
 
 __all__ = [
-    "TesseraError",
+    "AxisError",
     "BackendUnavailableError",
     "DeviceMismatchError",
-    "KernelNotFoundError",
-    "KernelCompileError",
-    "ImplicitHostCopyError",
-    "ScalarOutOfRangeError",
-    "MissingCapabilityError",
     "DeviceNotFoundError",
-    "AxisError",
+    "ImplicitHostCopyError",
+    "KernelCompileError",
+    "KernelNotFoundError",
     "LinAlgError",
+    "MissingCapabilityError",
+    "ScalarOutOfRangeError",
+    "TesseraError",
 ]
 
 

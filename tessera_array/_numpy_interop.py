@@ -39,7 +39,7 @@ from . import _dtypes
 from ._array import Array
 from ._errors import DeviceMismatchError, ImplicitHostCopyError
 
-__all__ = ["array_ufunc", "array_function", "UFUNC_NAMES", "REDUCE_NAMES", "FUNCTION_NAMES"]
+__all__ = ["FUNCTION_NAMES", "REDUCE_NAMES", "UFUNC_NAMES", "array_function", "array_ufunc"]
 
 _ns_module = None
 
@@ -175,7 +175,7 @@ class _Fn:
     does not consume must be at NumPy's defaults, or the call goes to NumPy.
     """
 
-    __slots__ = ("run", "arrays", "sequences", "uses", "metadata")
+    __slots__ = ("arrays", "metadata", "run", "sequences", "uses")
 
     def __init__(self, run, arrays=("a",), sequences=(), uses=(), metadata=False):
         self.run = run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["astype", "copy_into", "getitem", "setitem", "asarray"]
+__all__ = ["asarray", "astype", "copy_into", "getitem", "setitem"]
 
 
 def astype(a: np.ndarray, dtype, copy: bool = True) -> np.ndarray:
