@@ -78,11 +78,13 @@ SUITES = {
             "krylov",
             "cg / gmres against scipy.sparse.linalg (CPU) and cupyx (GPU)",
             "tessera_array.sparse.linalg:cg",
+            "benchmarks.krylov",
         ),
         Suite(
             "fft",
             "batched FFTs against numpy.fft / scipy.fft",
             "tessera_array.fft:fft",
+            "benchmarks.fft",
         ),
         Suite(
             "attention",
@@ -91,8 +93,9 @@ SUITES = {
         ),
         Suite(
             "optim",
-            "optimizer steps (SGD, Adam, AdamW, Adafactor) against optax / torch",
+            "Adam / AdamW / Adafactor steps against torch.optim (foreach) on the CPU",
             "tessera_array.optim:Adam",
+            "benchmarks.optim",
         ),
     )
 }

@@ -45,6 +45,12 @@ tag                   what tessera does instead of raising
                       ``x``, as NumPy.
 ``complex-spread``    ``std``/``var`` of complex input: the real-valued spread
                       (mean squared modulus of the deviations), as NumPy.
+``fft-input``         ``fft.fft``, ``ifft``, ``fftn``, ``ifftn``, ``irfft``,
+                      ``irfftn`` and ``hfft`` take real input as complex of
+                      its precision, integer/boolean input as complex128;
+                      ``fft.rfft``, ``rfftn`` and ``ihfft`` take integer
+                      input as float64; ``fft.fftshift``/``ifftshift`` take
+                      any dtype, as NumPy.
 ====================  ========================================================
 
 Known array-api-strict defects (:data:`STRICT_DEFECTS`) are compared with NumPy
@@ -72,6 +78,7 @@ DEVIATIONS = {
     "complex-order": "complex input to an ordering function orders lexicographically",
     "parts-of-real": "real/imag/conj of real input: x, zeros, x",
     "complex-spread": "std/var of complex input: the real-valued spread, as NumPy",
+    "fft-input": "fft functions take real/integer input (and shifts any dtype) as NumPy does",
 }
 
 # Cases where array-api-strict itself is wrong: compared with NumPy instead.
@@ -673,9 +680,77 @@ def _dtype_cases():
     ]
 
 
+# fft functions the standard defines for complex input (other input: the fft-input tag).
+FFT_COMPLEX_IN = {"fft.fft", "fft.ifft", "fft.fftn", "fft.ifftn", "fft.irfft", "fft.irfftn",
+                  "fft.hfft"}
+
+
+def _fft_cases():
+    c = []
+    for dt in ("complex64", "complex128"):
+        rdt = "float32" if dt == "complex64" else "float64"
+        x, r = arr("fx", dt, (4, 6)), arr("fr", rdt, (4, 6))
+        x3 = arr("fx3", dt, (3, 4, 5))
+        for fn in ("fft.fft", "fft.ifft"):
+            c += [Case(f"{fn}-{dt}", fn, (x,)),
+                  Case(f"{fn}-n-axis-{dt}", fn, (x,), {"n": 9, "axis": 0, "norm": "ortho"}),
+                  Case(f"{fn}-trim-{dt}", fn, (x,), {"n": 4, "norm": "forward"})]
+        for fn in ("fft.fftn", "fft.ifftn"):
+            c += [Case(f"{fn}-{dt}", fn, (x3,)),
+                  Case(f"{fn}-s-axes-{dt}", fn, (x3,), {"s": (6, 3), "axes": (2, 0),
+                                                         "norm": "ortho"})]
+        c += [
+            Case(f"fft.rfft-{rdt}", "fft.rfft", (r,), {"n": 7}),
+            Case(f"fft.ihfft-{rdt}", "fft.ihfft", (r,), {"axis": 0, "norm": "forward"}),
+            Case(f"fft.irfft-{dt}", "fft.irfft", (x,)),
+            Case(f"fft.irfft-n-{dt}", "fft.irfft", (x,), {"n": 7, "axis": 0}),
+            Case(f"fft.hfft-{dt}", "fft.hfft", (x,), {"n": 9, "norm": "ortho"}),
+            Case(f"fft.rfftn-{rdt}", "fft.rfftn", (arr("fr3", rdt, (3, 4, 5)),)),
+            Case(f"fft.rfftn-s-axes-{rdt}", "fft.rfftn", (arr("fr3", rdt, (3, 4, 5)),),
+                 {"s": (5, 6), "axes": (0, 1)}),
+            Case(f"fft.irfftn-{dt}", "fft.irfftn", (x3,)),
+            Case(f"fft.irfftn-s-axes-{dt}", "fft.irfftn", (x3,), {"s": (4, 7), "axes": (1, 2),
+                                                                  "norm": "forward"}),
+            Case(f"fft.fftshift-{rdt}", "fft.fftshift", (arr("fs", rdt, (5, 6)),)),
+            Case(f"fft.ifftshift-axes-{dt}", "fft.ifftshift", (arr("fs", dt, (5, 6)),),
+                 {"axes": 0}),
+            Case(f"fft.fftfreq-{rdt}", "fft.fftfreq", (7,), {"d": 0.5, "dtype": D(rdt)},
+                 creation=True),
+            Case(f"fft.rfftfreq-{rdt}", "fft.rfftfreq", (8,), {"d": 3.0, "dtype": D(rdt)},
+                 creation=True),
+            # errors the standard defines
+            Case(f"fft.rfft-complex-{dt}", "fft.rfft", (x,)),
+            Case(f"fft.ihfft-complex-{dt}", "fft.ihfft", (x,)),
+        ]
+    x = arr("fe", "complex128", (4, 6))
+    c += [
+        Case("fft.fftfreq", "fft.fftfreq", (6,), creation=True),
+        Case("fft.rfftfreq", "fft.rfftfreq", (5,), creation=True),
+        Case("fft.fft-axis-out-of-range", "fft.fft", (x,), {"axis": 2}),
+        Case("fft.fft-n-0", "fft.fft", (x,), {"n": 0}),
+        Case("fft.fft-bad-norm", "fft.fft", (x,), {"norm": "sideways"}),
+        Case("fft.fftn-s-0", "fft.fftn", (x,), {"s": (0, 2), "axes": (0, 1)}),
+        # NumPy's answers (fft-input)
+        Case("fft.fft-float32", "fft.fft", (arr("fi", "float32", (4, 6)),)),
+        Case("fft.fftn-float64", "fft.fftn", (arr("fi", "float64", (4, 6)),)),
+        Case("fft.fft-int32", "fft.fft", (arr("fi", "int32", (4, 6)),), tags={"fft-input"}),
+        Case("fft.irfft-float32", "fft.irfft", (arr("fi", "float32", (4, 6)),)),
+        Case("fft.hfft-float64", "fft.hfft", (arr("fi", "float64", (4, 6)),)),
+        Case("fft.rfft-int16", "fft.rfft", (arr("fi", "int16", (4, 6)),), tags={"fft-input"}),
+        Case("fft.rfftn-bool", "fft.rfftn", (arr("fi", "bool", (4, 6)),), tags={"fft-input"}),
+        Case("fft.fftshift-int8", "fft.fftshift", (arr("fi", "int8", (4, 6)),),
+             tags={"fft-input"}),
+    ]
+    for case in c:
+        if case.fn in FFT_COMPLEX_IN and any(
+                isinstance(a, np.ndarray) and a.dtype.kind != "c" for a in case.args):
+            case.tags = case.tags | {"fft-input"}
+    return c
+
+
 CASES = (_elementwise_cases() + _creation_cases() + _manipulation_cases()
-         + _reduction_cases() + _search_sort_set_cases() + _linalg_cases() + _dtype_cases())
-# The fft extension's cases join this list with the fft extension itself.
+         + _reduction_cases() + _search_sort_set_cases() + _linalg_cases() + _dtype_cases()
+         + _fft_cases())
 
 
 # ---- running a case in a namespace ----------------------------------------------------------

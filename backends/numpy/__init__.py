@@ -106,9 +106,10 @@ class NumpyBackend:
     # ---- kernels ---------------------------------------------------------------
 
     def register(self, registry) -> None:
-        from . import matvec
+        from . import fft, matvec
 
         matvec.register(registry, self.name)
+        fft.register(registry, self.name)
 
 
 backend = NumpyBackend()
