@@ -111,5 +111,9 @@ class NumpyBackend:
         matvec.register(registry, self.name)
         fft.register(registry, self.name)
 
+        from . import optim
+
+        optim.register(registry, self.name)
+
 
 backend = NumpyBackend()
