@@ -111,6 +111,10 @@ class NumpyBackend:
         matvec.register(registry, self.name)
         fft.register(registry, self.name)
 
+        from . import sparse
+
+        sparse.register(registry, self.name)
+
         from . import optim
 
         optim.register(registry, self.name)

@@ -1,0 +1,895 @@
+"""Krylov solvers with SciPy's signatures: cg, gmres, bicgstab, cgs, bicg, minres.
+
+Written once against the namespace of ``b`` (``b.__array_namespace__()``): the
+device is reached only through the operator's matvec (for tessera arrays the
+registered ``matvec``/``spmv`` kernel, with the variant of
+:data:`tessera_array.sparse._routing.MATVEC_ROUTING`), ``vecdot`` (dot products),
+``multiply``/``add`` (axpy, as ``x + alpha * p``) and norms. The recurrences and
+stopping tests are SciPy's (>= 1.14), so iterates, iteration counts and ``info``
+agree with ``scipy.sparse.linalg`` up to rounding.
+
+``info`` codes (SciPy's, plus three tessera codes for what SciPy does not detect):
+
+==========  ===============================================================
+``0``       converged: ``||b - A x|| <= max(rtol * ||b||, atol)``
+``> 0``     ``maxiter`` iterations done without converging (the value is maxiter)
+``-10``     breakdown: ``rho`` ~ 0 (bicg, bicgstab, cgs; SciPy's code)
+``-11``     breakdown: a zero denominator or ``omega`` ~ 0 (SciPy's code)
+``-20``     tessera: the residual became NaN or inf (NaN/inf in A or M, or an
+            overflow); SciPy would run on to maxiter
+``-30``     tessera, cg only: ``p^H A p <= 0``, so ``A`` (or ``M``) is not positive
+            definite; ``x`` is the last iterate before that step. SciPy divides by it
+==========  ===============================================================
+
+Non-finite values in ``b`` or ``x0`` (or a ``||b||`` that overflows) are refused up
+front with ValueError; NaN/inf inside ``A`` or ``M`` (any form) reach the residual
+and stop the solver with info ``-20`` (searching A up front would cost a pass over
+it per solve). Every loop is bounded by ``maxiter``.
+
+Beyond SciPy (tessera only): ``report=True`` returns ``(x, info, SolveReport)``
+(iterations, residual-norm history, a named stop reason); ``cg`` accepts ``b`` of
+shape ``(n, k)``: k independent systems, each stopping on its own test. Results are
+deterministic run to run (no atomics or threads in the reductions on the NumPy
+backend).
+
+Vector updates are out of place (``x = x + alpha * p``), because the namespace has
+no in-place axpy; SciPy updates in place, which saves memory traffic on large
+systems (see ``benchmarks/krylov.py``).
+
+Synchronization: each iteration reads residual norms back to the host for the
+stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
+SciPy and CuPy do, and solves its small least-squares problem on the host.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import NamedTuple
+
+from .._routing import matvec_variant
+from ._interface import (
+    LinearOperator,
+    _as_operator,
+    _CSROperator,
+    _DenseOperator,
+    _NamespaceOperator,
+)
+
+__all__ = ["SolveReport", "bicg", "bicgstab", "cg", "cgs", "gmres", "minres"]
+
+_REASONS = {0: "converged", -10: "breakdown", -11: "breakdown", -20: "non-finite",
+            -30: "indefinite"}
+
+
+class SolveReport(NamedTuple):
+    """What a solver did (returned third when ``report=True``; tessera only)."""
+
+    info: int  # the info code returned
+    reason: str  # converged / maxiter / breakdown / non-finite / indefinite
+    iterations: int  # iterations done (GMRES: inner iterations)
+    residual_norms: tuple  # ||r|| at each stopping test, as floats (GMRES: per restart)
+
+
+def _xp_tessera():
+    import tessera_array
+
+    return tessera_array
+
+
+def _finish(want, x, info, its, hist):
+    if not want:
+        return x, info
+    reason = _REASONS.get(info, "maxiter" if info > 0 else "breakdown")
+    return x, info, SolveReport(info, reason, its, tuple(hist))
+
+
+def _scalar(a, cplx):
+    # sync: one value back to the host.
+    return complex(a) if cplx else float(a)
+
+
+def _norm(xp, v):
+    """||v||_2 in numpy.linalg.norm's operation order (so stopping tests round as SciPy's):
+    sqrt(v . v) for real v, sqrt(re . re + im . im) for complex v."""
+    if xp.isdtype(v.dtype, "complex floating"):
+        re, im = xp.real(v), xp.imag(v)
+        return xp.sqrt(xp.vecdot(re, re) + xp.vecdot(im, im))
+    return xp.sqrt(xp.vecdot(v, v))
+
+
+def _get_atol(func, bnrm2, atol, rtol):
+    if atol is None or isinstance(atol, str) or not atol >= 0:
+        raise ValueError(
+            f"{func}: atol must be a real, non-negative number. Received: atol={atol!r}"
+        )
+    if rtol is None or isinstance(rtol, str) or not rtol >= 0:
+        raise ValueError(
+            f"{func}: rtol must be a real, non-negative number. Received: rtol={rtol!r}"
+        )
+    return max(float(atol), float(rtol) * float(bnrm2))
+
+
+def _check_finite(xp, a, func, name):
+    # sync: one check at entry.
+    if not bool(xp.all(xp.isfinite(a))):
+        raise ValueError(f"{func}: {name} must be finite (no NaN or inf). Received: {name} "
+                         "with non-finite entries")
+
+
+def _fast_matvec(op):
+    """The operator's product without the shape checks of the public ``matvec``."""
+    if isinstance(op, (_DenseOperator, _CSROperator, _NamespaceOperator)):
+        return op._mv
+    return op.matvec
+
+
+def _make_system(func, A, M, x0, b, *, need_rmatvec=False):
+    """``(A, M, x, b, xp, x_nonzero)``: operators, start, right-hand side and namespace.
+
+    Follows SciPy's ``make_system``: b of shape (N,) or (N, 1), raveled; the work
+    dtype is the promotion of A's and b's dtypes (non-floating counted as float64).
+    """
+    T = _xp_tessera()
+    if hasattr(b, "__array_namespace__"):
+        xp = b.__array_namespace__()
+    else:
+        xp = T
+        b = T.asarray(b)
+    dev = b.device
+    variant = matvec_variant(func)
+    op = _as_operator(A, device=dev if xp is T else None, variant=variant, func=func,
+                      xp=xp)
+    if op.shape[0] != op.shape[1]:
+        raise ValueError(
+            f"{func}: A must be a square matrix. Received: A.shape={op.shape}"
+        )
+    n = op.shape[0]
+    if tuple(b.shape) != (n,) and tuple(b.shape) != (n, 1):
+        raise ValueError(
+            f"{func}: b must have shape ({n},) or ({n}, 1) to match A. Received: "
+            f"A.shape={op.shape}, b.shape={tuple(b.shape)}"
+        )
+    floating = ("real floating", "complex floating")
+
+    def fl(dt):
+        return dt if dt is not None and xp.isdtype(dt, floating) else xp.float64
+
+    bdt = fl(b.dtype)
+    b = xp.reshape(b if b.dtype == bdt else xp.astype(b, bdt), (n,))
+    adt = op.dtype if op.dtype is not None else op.matvec(b).dtype
+    xtype = xp.result_type(fl(adt), bdt)
+    if b.dtype != xtype:
+        b = xp.astype(b, xtype)
+    op = _cast_operator(op, xtype, variant, xp, func, "A")
+    if M is not None:
+        if callable(M) and not isinstance(M, LinearOperator) and not hasattr(M, "shape"):
+            M = LinearOperator(op.shape, matvec=M, rmatvec=M, dtype=xtype)
+        else:
+            M = _as_operator(M, device=dev if xp is T else None, variant=variant, func=func,
+                             name="M", xp=xp)
+        if tuple(M.shape) != op.shape:
+            raise ValueError(
+                f"{func}: the preconditioner M must have the shape of A. Received: "
+                f"M.shape={tuple(M.shape)}, A.shape={op.shape}"
+            )
+        M = _cast_operator(M, xtype, variant, xp, func, "M")
+    if need_rmatvec and not isinstance(op, (_DenseOperator, _CSROperator, _NamespaceOperator)) \
+            and op._frmatvec is None and type(op)._rmatvec is LinearOperator._rmatvec:
+        raise ValueError(f"{func}: A must provide rmatvec (the adjoint product). Received: "
+                         f"A={op!r}")
+    if x0 is None:
+        x = xp.zeros(n, dtype=xtype, device=dev)
+        nonzero = False
+    elif isinstance(x0, str):
+        if x0 != "Mb":
+            raise ValueError(f"{func}: x0 must be an array, None or 'Mb'. Received: x0={x0!r}")
+        x = b if M is None else M.matvec(b)
+        nonzero = True
+    else:
+        if not hasattr(x0, "__array_namespace__") or x0.__array_namespace__() is not xp:
+            if xp is T and type(x0).__module__ == "numpy":
+                x0 = T.asarray(x0, device=dev)  # Note: an explicit copy to b's device.
+            else:
+                raise TypeError(f"{func}: x0 must be an array of b's namespace. Received: "
+                                f"type(x0)={type(x0).__name__}")
+        if x0.device != dev:
+            raise ValueError(f"{func}: x0 is on another device than b; move it with "
+                             f"to_device(). Received: x0.device={x0.device}, b.device={dev}")
+        if tuple(x0.shape) != (n,) and tuple(x0.shape) != (n, 1):
+            raise ValueError(f"{func}: x0 must have shape ({n},) or ({n}, 1) to match A. "
+                             f"Received: A.shape={op.shape}, x0.shape={tuple(x0.shape)}")
+        x = xp.reshape(xp.astype(x0, xtype, copy=True), (n,))
+        _check_finite(xp, x, func, "x0")
+        nonzero = bool(xp.any(x != 0))  # sync: SciPy's x.any()
+    return op, M, x, b, xp, nonzero
+
+
+def _cast_operator(op, xtype, variant, xp, func, name):
+    """Cast a stored dense/CSR matrix to the work dtype once.
+
+    Non-finite entries are not searched for here (that would cost a pass over A per
+    solve); they reach the residual, and the solver stops with info -20.
+    """
+    if isinstance(op, _DenseOperator):
+        if op.A.dtype != xtype:
+            op = _DenseOperator(xp.astype(op.A, xtype), op.variant)
+    elif isinstance(op, _CSROperator) and op.A.dtype != xtype:
+        op = _CSROperator(op.A.astype(xtype), op.variant)
+    return op
+
+
+def _b_norm(func, xp, b):
+    """||b||, refusing a b with NaN/inf entries or whose norm overflows (ValueError)."""
+    bnrm2 = float(_norm(xp, b))  # sync
+    if not math.isfinite(bnrm2):
+        _check_finite(xp, b, func, "b")
+        raise ValueError(f"{func}: ||b|| overflows in {b.dtype}; rescale the system. "
+                         f"Received: b with max |b_i| = {float(xp.max(xp.abs(b)))}")
+    return bnrm2
+
+
+def _start(func, xp, b, x, nonzero, matvec, rtol, atol, maxiter):
+    """Common opening: ``(bnrm2, atol, maxiter, r)``."""
+    bnrm2 = _b_norm(func, xp, b)
+    atol = _get_atol(func, bnrm2, atol, rtol)
+    n = b.shape[0]
+    if maxiter is None:
+        maxiter = 10 * n
+    elif int(maxiter) != maxiter or maxiter < 0:
+        raise ValueError(f"{func}: maxiter must be a non-negative int. Received: "
+                         f"maxiter={maxiter!r}")
+    maxiter = int(maxiter)
+    r = (b - matvec(x)) if nonzero else b
+    return bnrm2, atol, maxiter, r
+
+
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+       report=False):
+    """Solve ``A x = b`` with the Conjugate Gradient method (A Hermitian positive definite).
+
+    Same signature, recurrence, stopping test and ``info`` as ``scipy.sparse.linalg.cg``
+    (SciPy >= 1.14); ``maxiter`` defaults to ``10 * n``; ``callback(xk)`` after each
+    iteration. ``A`` and ``M`` may be tessera dense arrays or ``csr_array`` (on ``b``'s
+    device), LinearOperators, SciPy sparse arrays or NumPy arrays (both copied
+    explicitly to ``b``'s device), or, with ``b`` from another Array API library, that
+    library's arrays; ``M`` may also be a callable.
+
+    Returns ``(x, info)``; with ``report=True`` (tessera) ``(x, info, SolveReport)``.
+    Info codes: see :mod:`tessera_array.sparse.linalg` (``-30``: ``p^H A p <= 0``, A
+    or M not positive definite). Synchronizes once per iteration (the residual norm,
+    read with the previous step's curvature).
+    """
+    if getattr(b, "ndim", 1) == 2 and b.shape[1] != 1:
+        return _cg_batched(A, b, x0, rtol, atol, maxiter, M, callback, report)
+    A, M, x, b, xp, nonzero = _make_system("cg", A, M, x0, b)
+    matvec = _fast_matvec(A)
+    psolve = None if M is None else M.matvec
+    bnrm2, atol, maxiter, r = _start("cg", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
+    if bnrm2 == 0:
+        return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
+    vecdot = xp.vecdot
+    cplx = xp.isdtype(b.dtype, "complex floating")
+    hist = []
+    rho_prev = p = pq = x_prev = None
+    for iteration in range(maxiter):
+        if psolve is None and not cplx:
+            # One pass gives both: ||r|| = sqrt(r . r) exactly as numpy.linalg.norm.
+            z = r
+            rho_cur = vecdot(r, r)
+            rnorm = math.sqrt(float(rho_cur))  # sync: the stopping test (IEEE sqrt, as NumPy)
+        else:
+            rnorm = float(_norm(xp, r))  # sync: the stopping test
+        if report:
+            hist.append(rnorm)
+        if pq is not None:
+            pqf = float(xp.real(pq)) if cplx else float(pq)  # sync: read with rnorm
+            if not pqf > 0:
+                # The last step divided by p^H A p <= 0 (or NaN): not positive definite.
+                bad = math.isfinite(rnorm) and pqf <= 0
+                return _finish(report, x_prev, -30 if bad else -20, iteration - 1, hist)
+        if rnorm < atol:
+            return _finish(report, x, 0, iteration, hist)
+        if not math.isfinite(rnorm):
+            return _finish(report, x, -20, iteration, hist)
+        if psolve is not None or cplx:
+            z = r if psolve is None else psolve(r)
+            rho_cur = vecdot(r, z)
+        if iteration > 0:
+            p = p * (rho_cur / rho_prev) + z
+        else:
+            p = z
+        q = matvec(p)
+        pq = vecdot(p, q)
+        alpha = rho_cur / pq
+        x_prev = x
+        x = x + alpha * p
+        r = r - alpha * q
+        rho_prev = rho_cur
+        if callback is not None:
+            callback(x)
+    if pq is not None and not float(xp.real(pq)) > 0:  # sync
+        return _finish(report, x_prev, -30 if float(xp.real(pq)) <= 0 else -20,
+                       maxiter - 1, hist)
+    return _finish(report, x, maxiter, maxiter, hist)
+
+
+def _cdiv(a, b):
+    """a / b for complex b in NumPy's operation order, so the
+    back substitution rounds as SciPy's (Smith's method with a reciprocal)."""
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    if abs(br) >= abs(bi):
+        if br == 0 and bi == 0:
+            return a / b
+        rat = bi / br
+        scl = 1.0 / (br + bi * rat)
+        return complex((ar + ai * rat) * scl, (ai - ar * rat) * scl)
+    rat = br / bi
+    scl = 1.0 / (bi + br * rat)
+    return complex((ar * rat + ai) * scl, (ai * rat - ar) * scl)
+
+
+def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report):
+    """cg for ``B`` of shape (n, k): k independent systems, each with its own stopping test.
+
+    Every column follows exactly the single right-hand-side recurrence (a converged,
+    failed or indefinite column is frozen: its step length becomes 0). The products
+    are ``A @ P`` for the (n, k) block (one spmv/matmul per iteration for all columns).
+    Returns ``(X, infos)`` with ``infos`` a tuple of k ints; with ``report=True`` a
+    third item, a tuple of k SolveReports. Synchronizes once per iteration (the k
+    residual norms and curvatures).
+    """
+    if not hasattr(B, "__array_namespace__"):
+        B = _xp_tessera().asarray(B)
+    xp = B.__array_namespace__()
+    n, k = B.shape
+    if k == 0:
+        raise ValueError(f"cg: a 2-D b needs at least one column. Received: b.shape={B.shape}")
+    # Operators, work dtype and the checks of the single case, through column 0.
+    A, M, _, b0, xp, _ = _make_system("cg", A, M, None, B[:, 0])
+    dt = b0.dtype
+    B = B if B.dtype == dt else xp.astype(B, dt)
+    _check_finite(xp, B, "cg", "b")
+    if x0 is None:
+        X = xp.zeros((n, k), dtype=dt, device=B.device)
+        R = B
+    else:
+        if tuple(x0.shape) != (n, k):
+            raise ValueError(f"cg: x0 must have the shape of b, ({n}, {k}). Received: "
+                             f"x0.shape={tuple(x0.shape)}")
+        X = xp.astype(x0, dt, copy=True)
+        _check_finite(xp, X, "cg", "x0")
+        R = B - A.matmat(X)
+    matmat = A.matmat
+    psolve = None if M is None else M.matmat
+    cplx = xp.isdtype(dt, "complex floating")
+
+    def colnorms(V):
+        if cplx:
+            re, im = xp.real(V), xp.imag(V)
+            return xp.sqrt(xp.vecdot(re, re, axis=0) + xp.vecdot(im, im, axis=0))
+        return xp.sqrt(xp.vecdot(V, V, axis=0))
+
+    bn = [float(v) for v in colnorms(B)]  # sync
+    tols = [_get_atol("cg", v, atol, rtol) for v in bn]
+    if maxiter is None:
+        maxiter = 10 * n
+    maxiter = int(maxiter)
+    infos = [0 if v == 0 else None for v in bn]  # None: still iterating
+    its = [0] * k
+    hists = [[] for _ in range(k)]
+    X = X * xp.asarray([0.0 if v == 0 else 1.0 for v in bn], dtype=dt, device=B.device) \
+        if 0.0 in bn else X
+    P = rho_prev = None
+    for iteration in range(maxiter):
+        rn = [float(v) for v in colnorms(R)]  # sync
+        for j in range(k):
+            if infos[j] is None:
+                hists[j].append(rn[j])
+                if rn[j] < tols[j]:
+                    infos[j], its[j] = 0, iteration
+                elif not math.isfinite(rn[j]):
+                    infos[j], its[j] = -20, iteration
+        if all(i is not None for i in infos):
+            break
+        Z = R if psolve is None else psolve(R)
+        rho = xp.vecdot(R, Z, axis=0)
+        if iteration > 0:
+            P = P * (rho / rho_prev) + Z
+        else:
+            P = Z
+        Q = matmat(P)
+        pq = xp.vecdot(P, Q, axis=0)
+        pqh = [float(v) for v in xp.real(pq)]  # sync
+        for j in range(k):
+            if infos[j] is None and not pqh[j] > 0:
+                infos[j] = -30 if pqh[j] <= 0 else -20
+                its[j] = iteration
+        live = [1.0 if i is None else 0.0 for i in infos]
+        mask = xp.asarray(live, dtype=dt, device=B.device)
+        safe = xp.where(mask != 0, pq, xp.ones_like(pq))
+        alpha = (rho / safe) * mask
+        X = X + alpha * P
+        R = R - alpha * Q
+        rho_prev = xp.where(mask != 0, rho, xp.ones_like(rho))
+        for j in range(k):
+            if infos[j] is None:
+                its[j] = iteration + 1
+        if callback is not None:
+            callback(X)
+    infos = tuple(maxiter if i is None else i for i in infos)
+    if not report:
+        return X, infos
+    reps = tuple(SolveReport(i, _REASONS.get(i, "maxiter" if i > 0 else "breakdown"), t,
+                             tuple(h)) for i, t, h in zip(infos, its, hists))
+    return X, infos, reps
+
+
+def _lartg(f, g):
+    """A plane rotation ``(c, s, r)``: ``[c s; -conj(s) c] @ [f; g] = [r; 0]`` (LAPACK lartg)."""
+    if g == 0:
+        return 1.0, 0 * g, f
+    if f == 0:
+        ag = abs(g)
+        return 0.0, g.conjugate() / ag, ag
+    if isinstance(f, complex) or isinstance(g, complex):
+        # LAPACK 3.10 zlartg, unscaled branch, in its operation order.
+        f2 = f.real * f.real + f.imag * f.imag
+        g2 = g.real * g.real + g.imag * g.imag
+        h2 = f2 + g2
+        if 1e-290 < f2 and h2 < 1e290:
+            c = math.sqrt(f2 / h2)
+            return c, g.conjugate() * (f / math.sqrt(f2 * h2)), f / c
+    af, ag = abs(f), abs(g)
+    # sqrt(f^2 + g^2) as LAPACK forms it in range (not hypot: the rounding then matches
+    # SciPy's lartg); scaled only where the squares would over- or underflow.
+    if 1e-150 < af < 1e150 and 1e-150 < ag < 1e150:
+        d = math.sqrt(af * af + ag * ag)
+    else:
+        d = math.hypot(af, ag)
+    sgn = f / af
+    return af / d, sgn * g.conjugate() / d, sgn * d
+
+
+def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=None,
+          callback=None, callback_type=None, report=False):
+    """Solve ``A x = b`` with restarted GMRES (left preconditioning).
+
+    Same signature, iteration, inner tolerance control and ``info`` as
+    ``scipy.sparse.linalg.gmres`` (SciPy >= 1.14): ``restart`` defaults to
+    ``min(20, n)``, ``maxiter`` (outer iterations) to ``10 * n``; ``callback_type``
+    is ``'legacy'`` (the default, with a DeprecationWarning when a callback is given
+    without it, as SciPy does: ``callback(residual / ||b||)`` per inner iteration, and
+    ``maxiter`` then counts inner iterations), ``'pr_norm'`` (the same values) or
+    ``'x'`` (``callback(x)`` per restart).
+
+    Returns ``(x, info)``; with ``report=True`` ``(x, info, SolveReport)``. The
+    Arnoldi basis lives on the device; each Hessenberg entry is read back (``# sync``)
+    and the small least-squares problem is solved on the host with Givens rotations.
+    """
+    if callback is not None and callback_type is None:
+        warnings.warn(
+            "gmres: called with a callback but without callback_type; the default "
+            "'legacy' may change, as in SciPy. Pass callback_type='pr_norm', 'x' or "
+            "'legacy' explicitly.", DeprecationWarning, stacklevel=2)
+    if callback_type is None:
+        callback_type = "legacy"
+    if callback_type not in ("x", "pr_norm", "legacy"):
+        raise ValueError("gmres: callback_type must be 'x', 'pr_norm' or 'legacy'. Received: "
+                         f"callback_type={callback_type!r}")
+    if callback is None:
+        callback_type = None
+    A, M, x, b, xp, nonzero = _make_system("gmres", A, M, x0, b)
+    matvec = _fast_matvec(A)
+    psolve = (lambda v: v) if M is None else M.matvec
+    n = b.shape[0]
+    bnrm2 = _b_norm("gmres", xp, b)
+    atol = _get_atol("gmres", bnrm2, atol, rtol)
+    if bnrm2 == 0:
+        return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
+    dt = b.dtype
+    cplx = xp.isdtype(dt, "complex floating")
+    eps = float(xp.finfo(dt).eps)
+    if maxiter is None:
+        maxiter = 10 * n
+    if restart is None:
+        restart = 20
+    restart = min(int(restart), n)
+    if restart < 1 or int(maxiter) != maxiter or maxiter < 0:
+        raise ValueError(f"gmres: restart must be >= 1 and maxiter >= 0. Received: "
+                         f"restart={restart}, maxiter={maxiter!r}")
+    maxiter = int(maxiter)
+    Mb_nrm2 = float(_norm(xp, psolve(b)))  # sync
+    ptol_max_factor = 1.0
+    ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
+    presid = 0.0
+    V = xp.empty((restart + 1, n), dtype=dt, device=b.device)
+    givens = [(1.0, 0.0)] * restart
+    inner_iter = 0
+    hist = []
+    rnorm = math.inf
+    r = None
+    for iteration in range(maxiter):
+        if iteration == 0:
+            r = (b - matvec(x)) if nonzero else b
+            rnorm = float(_norm(xp, r))  # sync
+            hist.append(rnorm)
+            if rnorm < atol:
+                return _finish(report, x, 0, 0, hist)
+            if not math.isfinite(rnorm):
+                return _finish(report, x, -20, 0, hist)
+        v0 = psolve(r)
+        tmp = float(_norm(xp, v0))  # sync
+        V[0, :] = v0 * (1 / tmp)
+        h = [[0.0] * (restart + 1) for _ in range(restart)]
+        S = [0.0] * (restart + 1)
+        S[0] = tmp
+        breakdown = False
+        nonfinite = False
+        for col in range(restart):
+            w = psolve(matvec(V[col, :]))
+            h0 = float(_norm(xp, w))  # sync
+            if not math.isfinite(h0):
+                nonfinite = True
+                break
+            hcol = h[col]
+            for k in range(col + 1):  # modified Gram-Schmidt
+                vk = V[k, :]
+                t = xp.vecdot(vk, w)
+                hcol[k] = _scalar(t, cplx)  # sync
+                w = w - t * vk
+            h1 = float(_norm(xp, w))  # sync
+            hcol[col + 1] = h1
+            if h1 <= eps * h0:
+                hcol[col + 1] = 0.0
+                breakdown = True
+                V[col + 1, :] = w
+            else:
+                V[col + 1, :] = w * (1 / h1)
+            for k in range(col):  # apply the previous rotations to the new column
+                c, s = givens[k]
+                n0, n1 = hcol[k], hcol[k + 1]
+                hcol[k] = c * n0 + s * n1
+                hcol[k + 1] = -s.conjugate() * n0 + c * n1
+            c, s, mag = _lartg(hcol[col], hcol[col + 1])
+            givens[col] = (c, s)
+            hcol[col], hcol[col + 1] = mag, 0.0
+            tmp = -s.conjugate() * S[col]
+            S[col], S[col + 1] = c * S[col], tmp
+            presid = abs(tmp)
+            inner_iter += 1
+            if callback_type in ("legacy", "pr_norm"):
+                callback(presid / bnrm2)
+            if callback_type == "legacy" and inner_iter == maxiter:
+                break
+            if presid <= ptol or breakdown:
+                break
+        if nonfinite:
+            return _finish(report, x, -20, inner_iter, hist)
+        # Back substitution with the triangular h (a pseudo-solve where singular).
+        if h[col][col] == 0:
+            S[col] = 0
+        y = S[:col + 1]
+        for k in range(col, 0, -1):
+            if y[k] != 0:
+                y[k] = _cdiv(y[k], h[k][k]) if cplx else y[k] / h[k][k]
+                yk = y[k]
+                for i in range(k):
+                    y[i] -= yk * h[k][i]
+        if y[0] != 0:
+            y[0] = _cdiv(y[0], h[0][0]) if cplx else y[0] / h[0][0]
+        x = x + xp.matmul(xp.asarray(y, dtype=dt, device=b.device), V[:col + 1, :])
+        r = b - matvec(x)
+        rnorm = float(_norm(xp, r))  # sync
+        hist.append(rnorm)
+        if not math.isfinite(rnorm):
+            return _finish(report, x, -20, inner_iter, hist)
+        if callback_type == "legacy" and inner_iter == maxiter:
+            return _finish(report, x, 0 if rnorm <= atol else maxiter, inner_iter, hist)
+        if callback_type == "x":
+            callback(x)
+        if rnorm <= atol or breakdown:
+            break
+        if presid <= ptol:
+            ptol_max_factor = max(eps, 0.25 * ptol_max_factor)
+        else:
+            ptol_max_factor = min(1.0, 1.5 * ptol_max_factor)
+        ptol = presid * min(ptol_max_factor, atol / rnorm)
+    info = 0 if rnorm <= atol else maxiter
+    return _finish(report, x, info, inner_iter, hist)
+
+
+def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+             report=False):
+    """Solve ``A x = b`` with BiCGSTAB; SciPy's signature, recurrence and ``info``.
+
+    ``-10``: ``rho`` breakdown; ``-11``: ``omega`` breakdown or ``rtilde^H v = 0``.
+    Synchronizes twice per iteration (two residual norms) plus the breakdown tests.
+    """
+    A, M, x, b, xp, nonzero = _make_system("bicgstab", A, M, x0, b)
+    matvec = _fast_matvec(A)
+    psolve = (lambda v: v) if M is None else M.matvec
+    bnrm2, atol, maxiter, r = _start("bicgstab", xp, b, x, nonzero, matvec, rtol, atol,
+                                     maxiter)
+    if bnrm2 == 0:
+        return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
+    vecdot = xp.vecdot
+    rhotol = float(xp.finfo(b.dtype).eps) ** 2
+    omegatol = rhotol
+    rtilde = r
+    rho_prev = omega = alpha = p = v = None
+    hist = []
+    for iteration in range(maxiter):
+        rnorm = float(_norm(xp, r))  # sync
+        hist.append(rnorm)
+        if rnorm < atol:
+            return _finish(report, x, 0, iteration, hist)
+        if not math.isfinite(rnorm):
+            return _finish(report, x, -20, iteration, hist)
+        rho = vecdot(rtilde, r)
+        if abs(complex(rho)) < rhotol:  # sync
+            return _finish(report, x, -10, iteration, hist)
+        if iteration > 0:
+            if abs(complex(omega)) < omegatol:  # sync
+                return _finish(report, x, -11, iteration, hist)
+            beta = (rho / rho_prev) * (alpha / omega)
+            p = (p - omega * v) * beta + r
+        else:
+            p = r
+        phat = psolve(p)
+        v = matvec(phat)
+        rv = vecdot(rtilde, v)
+        if complex(rv) == 0:  # sync
+            return _finish(report, x, -11, iteration, hist)
+        alpha = rho / rv
+        r = r - alpha * v
+        s = r
+        snorm = float(_norm(xp, s))  # sync
+        if snorm < atol:
+            x = x + alpha * phat
+            if report:
+                hist.append(snorm)
+            return _finish(report, x, 0, iteration + 1, hist)
+        shat = psolve(s)
+        t = matvec(shat)
+        omega = vecdot(t, s) / vecdot(t, t)
+        x = x + alpha * phat
+        x = x + omega * shat
+        r = r - omega * t
+        rho_prev = rho
+        if callback is not None:
+            callback(x)
+    return _finish(report, x, maxiter, maxiter, hist)
+
+
+def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+        report=False):
+    """Solve ``A x = b`` with Conjugate Gradient Squared; SciPy's signature, recurrence
+    (the true residual ``b - A x`` each iteration) and ``info`` (``-10``, ``-11``)."""
+    A, M, x, b, xp, nonzero = _make_system("cgs", A, M, x0, b)
+    matvec = _fast_matvec(A)
+    psolve = (lambda v: v) if M is None else M.matvec
+    bnrm2, atol, maxiter, r = _start("cgs", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
+    if bnrm2 == 0:
+        return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
+    vecdot = xp.vecdot
+    rhotol = float(xp.finfo(b.dtype).eps) ** 2
+    rtilde = r
+    rho_prev = p = u = q = None
+    hist = []
+    for iteration in range(maxiter):
+        rnorm = float(_norm(xp, r))  # sync
+        hist.append(rnorm)
+        if rnorm < atol:
+            return _finish(report, x, 0, iteration, hist)
+        if not math.isfinite(rnorm):
+            return _finish(report, x, -20, iteration, hist)
+        rho_cur = vecdot(rtilde, r)
+        if abs(complex(rho_cur)) < rhotol:  # sync
+            return _finish(report, x, -10, iteration, hist)
+        if iteration > 0:
+            beta = rho_cur / rho_prev
+            u = r + beta * q
+            p = ((p * beta + q) * beta) + u
+        else:
+            p = r
+            u = r
+        phat = psolve(p)
+        vhat = matvec(phat)
+        rv = vecdot(rtilde, vhat)
+        if complex(rv) == 0:  # sync
+            return _finish(report, x, -11, iteration, hist)
+        alpha = rho_cur / rv
+        q = u - alpha * vhat
+        uhat = psolve(u + q)
+        x = x + alpha * uhat
+        r = b - matvec(x)
+        rho_prev = rho_cur
+        if callback is not None:
+            callback(x)
+    return _finish(report, x, maxiter, maxiter, hist)
+
+
+def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+         report=False):
+    """Solve ``A x = b`` with BiConjugate Gradient; SciPy's signature, recurrence and
+    ``info`` (``-10``, ``-11``). Needs ``A.rmatvec`` (and ``M.rmatvec``)."""
+    A, M, x, b, xp, nonzero = _make_system("bicg", A, M, x0, b, need_rmatvec=True)
+    matvec = _fast_matvec(A)
+    rmatvec = A.rmatvec
+    psolve = (lambda v: v) if M is None else M.matvec
+    rpsolve = (lambda v: v) if M is None else M.rmatvec
+    bnrm2, atol, maxiter, r = _start("bicg", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
+    if bnrm2 == 0:
+        return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
+    vecdot = xp.vecdot
+    rhotol = float(xp.finfo(b.dtype).eps) ** 2
+    rtilde = r
+    rho_prev = p = ptilde = None
+    hist = []
+    for iteration in range(maxiter):
+        rnorm = float(_norm(xp, r))  # sync
+        hist.append(rnorm)
+        if rnorm < atol:
+            return _finish(report, x, 0, iteration, hist)
+        if not math.isfinite(rnorm):
+            return _finish(report, x, -20, iteration, hist)
+        z = psolve(r)
+        ztilde = rpsolve(rtilde)
+        rho_cur = vecdot(rtilde, z)
+        if abs(complex(rho_cur)) < rhotol:  # sync
+            return _finish(report, x, -10, iteration, hist)
+        if iteration > 0:
+            beta = rho_cur / rho_prev
+            p = p * beta + z
+            ptilde = ptilde * xp.conj(beta) + ztilde
+        else:
+            p = z
+            ptilde = ztilde
+        q = matvec(p)
+        qtilde = rmatvec(ptilde)
+        rv = vecdot(ptilde, q)
+        if complex(rv) == 0:  # sync
+            return _finish(report, x, -11, iteration, hist)
+        alpha = rho_cur / rv
+        x = x + alpha * p
+        r = r - alpha * q
+        rtilde = rtilde - xp.conj(alpha) * qtilde
+        rho_prev = rho_cur
+        if callback is not None:
+            callback(x)
+    return _finish(report, x, maxiter, maxiter, hist)
+
+
+def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
+           show=False, check=False, report=False):
+    """Solve ``(A - shift*I) x = b`` with MINRES (A real symmetric, possibly indefinite).
+
+    SciPy's signature, Lanczos recurrence and stopping tests (``||r|| / (||A|| ||x||)
+    <= rtol`` and its least-squares twin; ``maxiter`` defaults to ``5 * n``; ``info``
+    is 0 or ``maxiter``). ``M`` must be symmetric positive definite: an indefinite M
+    raises ValueError, as does a ``beta < 0`` showing A is not symmetric (SciPy's
+    errors); ``check=True`` adds SciPy's up-front symmetry tests. ``show`` is accepted
+    and prints nothing. Complex input raises TypeError: SciPy's minres uses
+    unconjugated inner products and fails on it too.
+    """
+    A, M, x, b, xp, _ = _make_system("minres", A, M, x0, b)
+    if xp.isdtype(b.dtype, "complex floating"):
+        raise TypeError("minres: A and b must be real (A symmetric); complex input is not "
+                        f"supported. Received: dtype={b.dtype}")
+    matvec = _fast_matvec(A)
+    psolve = (lambda v: v) if M is None else M.matvec
+    n = b.shape[0]
+    if maxiter is None:
+        maxiter = 5 * n
+    maxiter = int(maxiter)
+    vecdot = xp.vecdot
+    eps = float(xp.finfo(b.dtype).eps)
+    hist = []
+    bnorm = _b_norm("minres", xp, b)
+    r1 = b if x0 is None else b - matvec(x)
+    y = psolve(r1)
+    beta1 = float(vecdot(r1, y))  # sync
+    if beta1 < 0:
+        raise ValueError("minres: the preconditioner M is indefinite (r^T M r < 0).")
+    if beta1 == 0:
+        return _finish(report, x, 0, 0, [0.0])
+    if bnorm == 0:
+        return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
+    if not math.isfinite(beta1):
+        return _finish(report, x, -20, 0, [beta1])
+    beta1 = math.sqrt(beta1)
+    if check:
+        w = matvec(y)
+        r2 = matvec(w)
+        s, t = float(vecdot(w, w)), float(vecdot(y, r2))  # sync
+        if abs(s - t) > (s + eps) * eps ** (1.0 / 3.0):
+            raise ValueError("minres: A is not symmetric (check=True found y^T A (A y) != "
+                             "(A y)^T (A y)).")
+        r2 = psolve(y)
+        s, t = float(vecdot(y, y)), float(vecdot(r1, r2))  # sync
+        if abs(s - t) > (s + eps) * eps ** (1.0 / 3.0):
+            raise ValueError("minres: the preconditioner M is not symmetric (check=True).")
+    istop = 0
+    itn = 0
+    oldb = 0.0
+    beta = beta1
+    dbar = epsln = 0.0
+    phibar = rhs1 = beta1
+    rhs2 = tnorm2 = gmax = 0.0
+    gmin = float(xp.finfo(b.dtype).max)
+    cs, sn = -1.0, 0.0
+    w = xp.zeros(n, dtype=b.dtype, device=b.device)
+    w2 = w
+    r2 = r1
+    while itn < maxiter:
+        itn += 1
+        v = (1.0 / beta) * y
+        y = matvec(v)
+        if shift != 0:
+            y = y - shift * v
+        if itn >= 2:
+            y = y - (beta / oldb) * r1
+        alfa = float(vecdot(v, y))  # sync
+        y = y - (alfa / beta) * r2
+        r1, r2 = r2, y
+        y = psolve(r2)
+        oldb = beta
+        beta = float(vecdot(r2, y))  # sync
+        if not math.isfinite(beta) or not math.isfinite(alfa):
+            return _finish(report, x, -20, itn, hist)
+        if beta < 0:
+            raise ValueError("minres: A is not symmetric (a Lanczos step gave beta^2 < 0).")
+        beta = math.sqrt(beta)
+        tnorm2 += alfa**2 + oldb**2 + beta**2
+        if itn == 1 and beta / beta1 <= 10 * eps:
+            istop = -1
+        oldeps = epsln
+        delta = cs * dbar + sn * alfa
+        gbar = sn * dbar - cs * alfa
+        epsln = sn * beta
+        dbar = -cs * beta
+        root = math.sqrt(gbar * gbar + dbar * dbar)
+        gamma = max(math.sqrt(gbar * gbar + beta * beta), eps)
+        cs = gbar / gamma
+        sn = beta / gamma
+        phi = cs * phibar
+        phibar = sn * phibar
+        denom = 1.0 / gamma
+        w1, w2 = w2, w
+        w = (v - oldeps * w1 - delta * w2) * denom
+        x = x + phi * w
+        gmax = max(gmax, gamma)
+        gmin = min(gmin, gamma)
+        z = rhs1 / gamma
+        rhs1 = rhs2 - delta * z
+        rhs2 = -epsln * z
+        anorm = math.sqrt(tnorm2)
+        ynorm = float(_norm(xp, x))  # sync
+        epsx = anorm * ynorm * eps
+        rnorm = phibar
+        hist.append(rnorm)
+        test1 = math.inf if (ynorm == 0 or anorm == 0) else rnorm / (anorm * ynorm)
+        test2 = math.inf if anorm == 0 else root / anorm
+        acond = gmax / gmin
+        if istop == 0:
+            if 1 + test2 <= 1:
+                istop = 2
+            if 1 + test1 <= 1:
+                istop = 1
+            if itn >= maxiter:
+                istop = 6
+            if acond >= 0.1 / eps:
+                istop = 4
+            if epsx >= beta1:
+                istop = 3
+            if test2 <= rtol:
+                istop = 2
+            if test1 <= rtol:
+                istop = 1
+        if callback is not None:
+            callback(x)
+        if istop != 0:
+            break
+    info = maxiter if istop == 6 else 0
+    return _finish(report, x, info, itn, hist)

@@ -1,0 +1,560 @@
+"""tessera_array.sparse.linalg solvers against scipy.sparse.linalg, on every device.
+
+Iterates are compared at maxiter=1 and 3 (1e-10 in float64), then the converged
+runs: same info, iteration counts within 1, solutions within 1e-6 relative.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tessera_array as xp
+from tessera_array import _dispatch
+from tessera_array.sparse import _routing, csr_array
+from tessera_array.sparse import linalg as tla
+
+sp = pytest.importorskip("scipy.sparse")
+sla = pytest.importorskip("scipy.sparse.linalg")
+
+
+# ---- test problems (NumPy / SciPy, float64 or complex128) ---------------------------
+
+
+def poisson2d(k):
+    t = sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)], offsets=[-1, 0, 1])
+    eye = sp.eye_array(k)
+    return (sp.kron(eye, t) + sp.kron(t, eye)).tocsr()
+
+
+def dense_spd(n, seed=1):
+    g = np.random.default_rng(seed).standard_normal((n, n))
+    return g @ g.T / n + 0.05 * np.eye(n)
+
+
+def convection_diffusion(k, c=(20.0, 10.0)):
+    """Upwind -Laplace(u) + c . grad(u) on a k x k grid: nonsymmetric."""
+    h = 1.0 / (k + 1)
+    d2 = sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)], offsets=[-1, 0, 1])
+    d1 = sp.diags_array([-np.ones(k - 1), np.ones(k)], offsets=[-1, 0])
+    eye = sp.eye_array(k)
+    lap = (sp.kron(eye, d2) + sp.kron(d2, eye)) / h**2
+    conv = (c[0] * sp.kron(eye, d1) + c[1] * sp.kron(d1, eye)) / h
+    return (lap + conv).tocsr()
+
+
+def complex_hermitian(n, seed=2):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    return g @ g.conj().T / n + 0.1 * np.eye(n)
+
+
+def _rhs(n, complex_=False, seed=3):
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal(n)
+    return b + 1j * rng.standard_normal(n) if complex_ else b
+
+
+PROBLEMS = {
+    "poisson": lambda: poisson2d(6),
+    "spd": lambda: dense_spd(30),
+    "convdiff": lambda: convection_diffusion(6),
+    "hermitian": lambda: complex_hermitian(24),
+}
+SYMMETRIC = ("poisson", "spd", "hermitian")
+SOLVERS = {
+    "cg": SYMMETRIC,
+    "gmres": tuple(PROBLEMS),
+    "bicgstab": tuple(PROBLEMS),
+    "cgs": ("poisson", "spd", "convdiff"),
+    "bicg": tuple(PROBLEMS),
+}
+CASES = [(s, p) for s, ps in SOLVERS.items() for p in ps]
+
+
+def _np(a):
+    return np.asarray(a)
+
+
+def _dense(a):
+    return a.toarray() if sp.issparse(a) else a
+
+
+def _as_form(form, a, device):
+    """The matrix ``a`` in one of the accepted forms, on ``device`` where tessera."""
+    if form == "csr":
+        return csr_array(sp.csr_array(a), device=device)
+    if form == "dense":
+        return xp.asarray(_dense(a), device=device)
+    if form == "linop":
+        t = xp.asarray(_dense(a), device=device)
+        return tla.LinearOperator(a.shape, matvec=lambda v: t @ v,
+                                  rmatvec=lambda v: xp.conj(t.mT) @ v, dtype=t.dtype)
+    if form == "scipy":
+        return sp.csr_array(a)
+    if form == "numpy":
+        return np.asarray(_dense(a))
+    raise AssertionError(form)
+
+
+def _run(name, A, b, **kw):
+    """(x, info, callback count) of tessera's solver ``name``."""
+    count = [0]
+
+    def cb(_):
+        count[0] += 1
+
+    extra = {"callback_type": "x"} if name == "gmres" else {}
+    x, info = getattr(tla, name)(A, b, callback=cb, **extra, **kw)
+    return x, info, count[0]
+
+
+def _run_scipy(name, A, b, **kw):
+    count = [0]
+
+    def cb(_):
+        count[0] += 1
+
+    extra = {"callback_type": "x"} if name == "gmres" else {}
+    x, info = getattr(sla, name)(A, b, callback=cb, **extra, **kw)
+    return x, info, count[0]
+
+
+# ---- the routing table ------------------------------------------------------------
+
+
+def test_routing_table_pinned():
+    assert dict(_routing.MATVEC_ROUTING) == {
+        "cg": "scalar", "gmres": "warp", "bicg": "scalar", "bicgstab": "scalar",
+        "cgs": "scalar", "minres": "scalar",
+    }
+    assert _routing.matvec_variant("cg") == "scalar"
+    assert _routing.matvec_variant("gmres") == "warp"
+    with pytest.raises(KeyError, match=r"matvec_variant: no routing for solver='qmr'"):
+        _routing.matvec_variant("qmr")
+
+
+def test_routing_resolves_on_device(device):
+    for variant in set(_routing.MATVEC_ROUTING.values()):
+        for dt in (xp.float32, xp.float64, xp.complex64, xp.complex128):
+            assert callable(_dispatch.lookup("matvec", device, dt, variant))
+            assert callable(_dispatch.lookup("spmv", device, dt, variant))
+
+
+def test_solver_uses_routed_variant(device, monkeypatch):
+    seen = []
+    real = _dispatch.lookup
+
+    def spy(op, dev, dtype, variant="default"):
+        seen.append((op, variant))
+        return real(op, dev, dtype, variant)
+
+    monkeypatch.setattr("tessera_array.sparse._csr.lookup", spy)
+    monkeypatch.setattr("tessera_array.sparse.linalg._interface.lookup", spy)
+    a = poisson2d(4)
+    b = xp.asarray(_rhs(16), device=device)
+    tla.cg(csr_array(a, device=device), b, maxiter=2)
+    assert set(seen) == {("spmv", "scalar")}
+    seen.clear()
+    tla.gmres(xp.asarray(a.toarray(), device=device), b, maxiter=1, restart=2)
+    assert ("matvec", "warp") in seen and all(v == "warp" for _, v in seen)
+
+
+# ---- iterates and convergence against SciPy -----------------------------------------
+
+
+@pytest.mark.parametrize("solver,problem", CASES)
+def test_iterates_match_scipy(device, solver, problem):
+    a = PROBLEMS[problem]()
+    b = _rhs(a.shape[0], complex_=problem == "hermitian")
+    A = _as_form("csr", a, device)
+    bt = xp.asarray(b, device=device)
+    # GMRES: restart=5 keeps 3 restarts short of convergence; see the test below.
+    kw = {"restart": 5} if solver == "gmres" else {}
+    for maxiter in (1, 3):
+        # SciPy gets the same CSR matrix: GMRES near convergence amplifies one-ulp
+        # differences (a dense gemv sums in another order than a CSR row loop).
+        xs, ins, _ = _run_scipy(solver, sp.csr_array(a), b, maxiter=maxiter, **kw)
+        xt, it, _ = _run(solver, A, bt, maxiter=maxiter, **kw)
+        assert it == ins, (maxiter, it, ins)
+        assert xt.dtype == getattr(xp, xs.dtype.name) and xt.device is device
+        np.testing.assert_allclose(_np(xt), xs, rtol=1e-10, atol=1e-10 * np.abs(xs).max())
+
+
+@pytest.mark.parametrize("problem", list(PROBLEMS))
+def test_gmres_default_restart_iterates(device, problem):
+    """restart=20 on these 24-36 unknowns nearly exhausts the Krylov space, where one-ulp
+    differences grow: real problems still match SciPy bit for bit (the operation order
+    is SciPy's); complex ones to ~1e-7, because numpy.linalg.norm sums the real and
+    imaginary parts as strided BLAS dots, an order the namespace cannot express."""
+    a = PROBLEMS[problem]()
+    cplx = problem == "hermitian"
+    b = _rhs(a.shape[0], complex_=cplx)
+    tol = 1e-6 if cplx else 1e-10
+    for maxiter in (1, 3):
+        xs, ins, _ = _run_scipy("gmres", sp.csr_array(a), b, maxiter=maxiter)
+        xt, it, _ = _run("gmres", _as_form("csr", a, device), xp.asarray(b, device=device),
+                         maxiter=maxiter)
+        assert it == ins
+        np.testing.assert_allclose(_np(xt), xs, rtol=tol, atol=tol * np.abs(xs).max())
+
+
+@pytest.mark.parametrize("solver,problem", CASES)
+def test_converges_like_scipy(device, solver, problem):
+    a = PROBLEMS[problem]()
+    b = _rhs(a.shape[0], complex_=problem == "hermitian")
+    xs, ins, ns = _run_scipy(solver, sp.csr_array(a), b, rtol=1e-8)
+    xt, it, nt = _run(solver, _as_form("csr", a, device), xp.asarray(b, device=device),
+                      rtol=1e-8)
+    assert it == ins == 0
+    assert abs(nt - ns) <= 1, (nt, ns)
+    ref = np.linalg.solve(_dense(a), b)
+    np.testing.assert_allclose(_np(xt), xs, rtol=1e-6, atol=1e-6 * np.abs(xs).max())
+    np.testing.assert_allclose(_np(xt), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("form", ["dense", "csr", "linop", "scipy", "numpy"])
+@pytest.mark.parametrize("solver", ["cg", "gmres", "bicgstab", "cgs", "bicg"])
+def test_operator_forms(device, form, solver):
+    a = poisson2d(5)
+    b = _rhs(25)
+    xs, ins, ns = _run_scipy(solver, a, b, maxiter=3)
+    xt, it, nt = _run(solver, _as_form(form, a, device), xp.asarray(b, device=device),
+                      maxiter=3)
+    assert (it, nt) == (ins, ns)
+    np.testing.assert_allclose(_np(xt), xs, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64"])
+@pytest.mark.parametrize("solver", ["cg", "gmres", "bicgstab"])
+def test_single_precision(device, dtype, solver):
+    a = complex_hermitian(20) if dtype == "complex64" else dense_spd(20)
+    b = _rhs(20, complex_=dtype == "complex64")
+    a, b = a.astype(dtype), b.astype(dtype)
+    for kw in ({"maxiter": 3}, {"rtol": 1e-4}):
+        xs, ins, ns = _run_scipy(solver, a, b, **kw)
+        xt, it, nt = _run(solver, xp.asarray(a, device=device), xp.asarray(b, device=device),
+                          **kw)
+        assert xt.dtype == getattr(xp, dtype) and it == ins and abs(nt - ns) <= 1
+        np.testing.assert_allclose(_np(xt), xs, rtol=1e-3, atol=1e-3 * np.abs(xs).max())
+
+
+def test_result_dtypes(device):
+    a = dense_spd(10)
+    b = _rhs(10)
+    cases = [("float32", "float64", "float64"), ("float64", "complex64", "complex128"),
+             ("float32", "complex64", "complex64"), ("float64", "int64", "float64")]
+    for adt, bdt, want in cases:
+        bb = (b * 10).astype(bdt) if bdt == "int64" else b.astype(bdt)
+        x, _ = tla.cg(xp.asarray(a.astype(adt), device=device), xp.asarray(bb, device=device))
+        xs, _ = sla.cg(a.astype(adt), bb)
+        assert x.dtype == getattr(xp, want) == getattr(xp, xs.dtype.name)
+
+
+def test_preconditioners_and_x0(device):
+    a = convection_diffusion(5)
+    n = a.shape[0]
+    b = _rhs(n)
+    d = 1.0 / a.diagonal()
+    m_sp = sp.diags_array(d).tocsr()
+    dt = xp.asarray(d, device=device)
+    x0 = np.random.default_rng(9).standard_normal(n)
+    for solver in ("gmres", "bicgstab", "cgs", "bicg"):
+        xs, ins, ns = _run_scipy(solver, a, b, M=m_sp, x0=x0, maxiter=3)
+        for M in (csr_array(m_sp, device=device),
+                  tla.LinearOperator((n, n), matvec=lambda v: dt * v,
+                                     rmatvec=lambda v: dt * v),
+                  m_sp):
+            xt, it, nt = _run(solver, csr_array(a, device=device), xp.asarray(b, device=device),
+                              M=M, x0=xp.asarray(x0, device=device), maxiter=3)
+            assert (it, nt) == (ins, ns)
+            np.testing.assert_allclose(_np(xt), xs, rtol=1e-10, atol=1e-12)
+    # cg with a Jacobi preconditioner given as a callable
+    p = poisson2d(5)
+    dp = xp.asarray(1.0 / p.diagonal(), device=device)
+    xs, ins = sla.cg(p, _rhs(25), M=sp.diags_array(1.0 / p.diagonal()), maxiter=3)
+    xt, it = tla.cg(csr_array(p, device=device), xp.asarray(_rhs(25), device=device),
+                    M=lambda v: dp * v, maxiter=3)
+    np.testing.assert_allclose(_np(xt), xs, rtol=1e-10, atol=1e-12)
+
+
+def test_gmres_callbacks_and_restart(device):
+    a = convection_diffusion(6)
+    b = _rhs(a.shape[0])
+    A = csr_array(a, device=device)
+    bt = xp.asarray(b, device=device)
+    for ctype in ("legacy", "pr_norm"):
+        for kw in ({"restart": 5, "maxiter": 7}, {"restart": 4}):
+            got, want = [], []
+            xt, it = tla.gmres(A, bt, callback=got.append, callback_type=ctype, **kw)
+            xs, ins = sla.gmres(a, b, callback=want.append, callback_type=ctype, **kw)
+            assert it == ins and len(got) == len(want)
+            np.testing.assert_allclose(got, want, rtol=1e-8)
+            np.testing.assert_allclose(_np(xt), xs, rtol=1e-8, atol=1e-10)
+    with pytest.warns(DeprecationWarning, match=r"gmres: called with a callback but without"):
+        tla.gmres(A, bt, callback=lambda r: None, maxiter=1)
+    with pytest.raises(ValueError, match=r"gmres: callback_type must be"):
+        tla.gmres(A, bt, callback_type="bad")
+
+
+def test_zero_rhs_and_report(device):
+    a = poisson2d(4)
+    A = csr_array(a, device=device)
+    x, info = tla.cg(A, xp.zeros(16, device=device))
+    assert info == 0 and not bool(xp.any(x != 0))
+    b = xp.asarray(_rhs(16), device=device)
+    x, info, rep = tla.cg(A, b, report=True)
+    assert info == 0 and rep.reason == "converged" and rep.info == 0
+    assert rep.iterations == len(rep.residual_norms) - 1 and rep.residual_norms[-1] < 1e-5 * \
+        np.linalg.norm(_rhs(16))
+    x, info, rep = tla.gmres(A, b, maxiter=1, restart=2, report=True)
+    assert info == 1 and rep.reason == "maxiter"
+    x, info, rep = tla.bicgstab(A, b, maxiter=2, report=True)
+    assert info == 2 and rep.reason == "maxiter" and rep.iterations == 2
+
+
+def test_foreign_namespace_numpy_b():
+    """With NumPy b (its own Array API namespace), the solvers run on NumPy."""
+    a = convection_diffusion(5)
+    b = _rhs(a.shape[0])
+    for solver in ("gmres", "bicgstab", "bicg"):
+        xs, ins, ns = _run_scipy(solver, a, b, maxiter=3)
+        xt, it, nt = _run(solver, a, b, maxiter=3)
+        assert isinstance(xt, np.ndarray) and (it, nt) == (ins, ns)
+        np.testing.assert_allclose(xt, xs, rtol=1e-10, atol=1e-12)
+        xt, it, nt = _run(solver, a.toarray(), b, maxiter=3)
+        np.testing.assert_allclose(xt, xs, rtol=1e-10, atol=1e-12)
+
+
+# ---- LinearOperator ----------------------------------------------------------------
+
+
+def test_linear_operator(device):
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3))
+    t = xp.asarray(m, device=device)
+    op = tla.LinearOperator((5, 3), matvec=lambda v: t @ v, rmatvec=lambda v: xp.conj(t.mT) @ v)
+    v = rng.standard_normal(3) + 0j
+    u = rng.standard_normal(5) + 0j
+    np.testing.assert_allclose(_np(op.matvec(xp.asarray(v, device=device))), m @ v)
+    np.testing.assert_allclose(_np(op @ xp.asarray(v, device=device)), m @ v)
+    np.testing.assert_allclose(_np(op.rmatvec(xp.asarray(u, device=device))), m.conj().T @ u)
+    np.testing.assert_allclose(_np(op.H.matvec(xp.asarray(u, device=device))), m.conj().T @ u)
+    V = rng.standard_normal((3, 2)) + 0j
+    np.testing.assert_allclose(_np(op.matmat(xp.asarray(V, device=device))), m @ V)
+    assert op.matvec(xp.asarray(v[:, None], device=device)).shape == (5, 1)
+    assert op.dtype == xp.complex128  # taken from the first product
+    for A in (t, csr_array(t)):
+        lo = tla.aslinearoperator(A)
+        np.testing.assert_allclose(_np(lo.matvec(xp.asarray(v, device=device))), m @ v)
+        np.testing.assert_allclose(_np(lo.rmatvec(xp.asarray(u, device=device))),
+                                   m.conj().T @ u)
+    assert tla.aslinearoperator(op) is op
+    assert tla.aslinearoperator(m).shape == (5, 3)
+    with pytest.raises(ValueError, match=r"LinearOperator.matvec: x must have shape \(3,\)"):
+        op.matvec(xp.ones(4, device=device))
+    with pytest.raises(ValueError, match=r"LinearOperator: shape must be a pair"):
+        tla.LinearOperator((3,), matvec=lambda v: v)
+    with pytest.raises(TypeError, match=r"LinearOperator: matvec must be callable"):
+        tla.LinearOperator((3, 3), matvec=5)
+    with pytest.raises(NotImplementedError, match=r"rmatvec"):
+        tla.LinearOperator((3, 3), matvec=lambda v: v).rmatvec(xp.ones(3, device=device))
+    with pytest.raises(TypeError, match=r"aslinearoperator: A must be a 2-D array"):
+        tla.aslinearoperator("A")
+
+
+# ---- bad input (issue point 8) ------------------------------------------------------
+
+ALL = ["cg", "gmres", "bicgstab", "cgs", "bicg", "minres"]
+
+
+@pytest.mark.parametrize("solver", ALL)
+def test_bad_shapes(device, solver):
+    f = getattr(tla, solver)
+    b = xp.ones(4, device=device)
+    with pytest.raises(ValueError, match=rf"{solver}: A must be a square matrix\. "
+                                         r"Received: A\.shape=\(4, 3\)"):
+        f(xp.ones((4, 3), device=device), b)
+    A = xp.asarray(dense_spd(4), device=device)
+    with pytest.raises(ValueError, match=rf"{solver}: b must have shape \(4,\) or \(4, 1\)"):
+        f(A, xp.ones(5, device=device))
+    with pytest.raises(ValueError, match=rf"{solver}: the preconditioner M must have the shape"):
+        f(A, b, M=xp.eye(3, device=device))
+    with pytest.raises(ValueError, match=rf"{solver}: x0 must have shape \(4,\)"):
+        f(A, b, x0=xp.ones(3, device=device))
+    with pytest.raises(TypeError, match=rf"{solver}: A must be a 2-D array"):
+        f("A", b)
+    if solver != "minres":  # SciPy's minres has no atol
+        with pytest.raises(ValueError, match=rf"{solver}: atol must be a real, non-negative"):
+            f(A, b, atol=-1.0)
+
+
+@pytest.mark.parametrize("solver", ALL)
+def test_non_finite_input(device, solver):
+    f = getattr(tla, solver)
+    a = dense_spd(6)
+    b = _rhs(6)
+    bad_b = b.copy()
+    bad_b[2] = np.nan
+    with pytest.raises(ValueError, match=rf"{solver}: b must be finite"):
+        f(xp.asarray(a, device=device), xp.asarray(bad_b, device=device))
+    with pytest.raises(ValueError, match=rf"{solver}: x0 must be finite"):
+        f(xp.asarray(a, device=device), xp.asarray(b, device=device),
+          x0=xp.asarray(bad_b, device=device))
+    # Note: the NumPy backend's vecdot does not yet silence NumPy's overflow/invalid
+    # RuntimeWarnings (its result, inf/NaN, is what IEEE 754 defines); filtered here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _non_finite_a(f, solver, a, b, device)
+
+
+def _non_finite_a(f, solver, a, b, device):
+    with pytest.raises(ValueError, match=rf"{solver}: \|\|b\|\| overflows in float64"):
+        f(xp.asarray(a, device=device), xp.asarray(b * 1e300, device=device))
+    # NaN/inf inside A (dense or CSR): info -20 within a few iterations, never a hang.
+    for bad in (np.inf, np.nan):
+        bad_a = a.copy()
+        bad_a[1, 1] = bad
+        for A in (xp.asarray(bad_a, device=device), csr_array(bad_a, device=device)):
+            _x, info, rep = f(A, xp.asarray(b, device=device), maxiter=50, report=True)
+            assert info == -20 and rep.reason == "non-finite" and rep.iterations <= 3
+    # NaN appearing inside a LinearOperator: info -20, bounded by maxiter.
+    calls = [0]
+    t = xp.asarray(a, device=device)
+
+    def mv(v):
+        calls[0] += 1
+        return t @ v * xp.asarray(float("nan"), device=device)
+
+    op = tla.LinearOperator((6, 6), matvec=mv, rmatvec=mv, dtype=xp.float64)
+    _, info = f(op, xp.asarray(b, device=device), maxiter=50)
+    assert info == -20 and calls[0] <= 3
+
+
+def test_cg_indefinite(device):
+    a = -dense_spd(8)  # negative definite: p^H A p < 0 at the first step
+    b = xp.asarray(_rhs(8), device=device)
+    x, info, rep = tla.cg(xp.asarray(a, device=device), b, report=True)
+    assert info == -30 and rep.reason == "indefinite"
+    assert not bool(xp.any(x != 0))  # the last iterate before the bad step: x0
+    d = np.ones(8)
+    d[3] = -1.0  # symmetric indefinite
+    x, info = tla.cg(csr_array(sp.diags_array(d).tocsr(), device=device), b, maxiter=20)
+    assert info in (0, -30)
+    if info == 0:
+        np.testing.assert_allclose(_np(x), _np(b) / d, rtol=1e-5)
+
+
+@pytest.mark.parametrize("solver", ALL)
+def test_loops_bounded_by_maxiter(device, solver):
+    calls = [0]
+    a = convection_diffusion(5) if solver != "cg" else poisson2d(5)
+    t = csr_array(a, device=device)
+
+    def mv(v):
+        calls[0] += 1
+        return t @ v
+
+    rmv = None if solver == "minres" else (lambda v: t.H @ v)
+    op = tla.LinearOperator(a.shape, matvec=mv, rmatvec=rmv, dtype=xp.float64)
+    b = xp.asarray(_rhs(25), device=device)
+    _, info = getattr(tla, solver)(op, b, rtol=1e-30, maxiter=4)
+    assert info == 4, info
+    limit = {"gmres": 4 * 21 + 1, "bicgstab": 8, "cgs": 8}.get(solver, 4)
+    assert calls[0] <= limit
+
+
+def test_warnings_free(device):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tla.gmres(xp.asarray(dense_spd(5), device=device), xp.ones(5, device=device),
+                  callback=lambda r: None, callback_type="pr_norm")
+
+
+# ---- minres ------------------------------------------------------------------------
+
+
+def _indefinite(n=30):
+    return dense_spd(n) - 1.0 * np.eye(n)  # symmetric, some eigenvalues negative
+
+
+@pytest.mark.parametrize("problem", ["poisson", "spd", "indefinite"])
+def test_minres_matches_scipy(device, problem):
+    a = _indefinite() if problem == "indefinite" else PROBLEMS[problem]()
+    assert problem != "indefinite" or np.linalg.eigvalsh(a).min() < 0
+    b = _rhs(a.shape[0])
+    x0 = np.random.default_rng(5).standard_normal(a.shape[0])
+    for kw in ({"maxiter": 1}, {"maxiter": 3}, {"maxiter": 3, "x0": x0}, {"shift": 0.5,
+                                                                          "maxiter": 3}):
+        kt = dict(kw)
+        if "x0" in kt:
+            kt["x0"] = xp.asarray(x0, device=device)
+        xs, ins, ns = _run_scipy("minres", sp.csr_array(a), b, **kw)
+        xt, it, nt = _run("minres", _as_form("csr", a, device), xp.asarray(b, device=device),
+                          **kt)
+        assert (it, nt) == (ins, ns)
+        np.testing.assert_allclose(_np(xt), xs, rtol=1e-10, atol=1e-10 * np.abs(xs).max())
+    xs, ins, ns = _run_scipy("minres", sp.csr_array(a), b, rtol=1e-10)
+    xt, it, nt = _run("minres", _as_form("csr", a, device), xp.asarray(b, device=device),
+                      rtol=1e-10)
+    assert it == ins == 0 and abs(nt - ns) <= 1
+    np.testing.assert_allclose(_np(xt), np.linalg.solve(_dense(a), b), rtol=1e-6, atol=1e-8)
+
+
+def test_minres_bad_input(device):
+    a = convection_diffusion(4).toarray()
+    b = xp.asarray(_rhs(16), device=device)
+    with pytest.raises(ValueError, match=r"minres: A is not symmetric"):
+        tla.minres(xp.asarray(a, device=device), b, check=True)
+    spd = dense_spd(16)
+    with pytest.raises(ValueError, match=r"minres: the preconditioner M is indefinite"):
+        tla.minres(xp.asarray(spd, device=device), b, M=xp.asarray(-np.eye(16), device=device))
+    with pytest.raises(TypeError, match=r"minres: A and b must be real"):
+        tla.minres(xp.asarray(complex_hermitian(16), device=device),
+                   xp.asarray(_rhs(16, True), device=device))
+
+
+# ---- beyond SciPy: batched right-hand sides for cg ----------------------------------
+
+
+@pytest.mark.parametrize("form", ["csr", "dense"])
+def test_cg_batched_columns_match_single(device, form):
+    a = poisson2d(6)
+    rng = np.random.default_rng(8)
+    B = rng.standard_normal((36, 4))
+    B[:, 2] *= 1e-3
+    B[:, 3] = 0.0
+    A = _as_form(form, a, device)
+    for kw in ({"maxiter": 1}, {"maxiter": 3}, {"rtol": 1e-8}):
+        X, infos, reps = tla.cg(A, xp.asarray(B, device=device), report=True, **kw)
+        assert X.shape == (36, 4) and len(infos) == 4
+        for j in range(4):
+            xs, ins, ns = _run_scipy("cg", sp.csr_array(a), B[:, j], **kw)
+            assert infos[j] == ins and reps[j].iterations == ns
+            np.testing.assert_allclose(_np(X)[:, j], xs, rtol=1e-10, atol=1e-12)
+
+
+def test_cg_batched_bad_input(device):
+    A = xp.asarray(dense_spd(6), device=device)
+    with pytest.raises(ValueError, match=r"cg: b must be finite"):
+        B = np.ones((6, 2))
+        B[0, 1] = np.nan
+        tla.cg(A, xp.asarray(B, device=device))
+    with pytest.raises(ValueError, match=r"cg: x0 must have the shape of b, \(6, 2\)"):
+        tla.cg(A, xp.ones((6, 2), device=device), x0=xp.ones(6, device=device))
+    with pytest.raises(ValueError, match=r"cg: b must have shape \(6,\)"):
+        tla.cg(A, xp.ones((5, 2), device=device))
+    _, infos = tla.cg(-A, xp.ones((6, 2), device=device))
+    assert infos == (-30, -30)
+
+
+def test_deterministic(device):
+    a = convection_diffusion(6)
+    A = csr_array(a, device=device)
+    b = xp.asarray(_rhs(36), device=device)
+    for solver in ("cg", "gmres", "bicgstab"):
+        x1, _ = getattr(tla, solver)(A, b, maxiter=5)
+        x2, _ = getattr(tla, solver)(A, b, maxiter=5)
+        np.testing.assert_array_equal(_np(x1), _np(x2))
