@@ -765,9 +765,15 @@ class Array:
         return _ns().bitwise_invert(self)
 
     def __matmul__(self, other, /) -> Array:
+        if other.__class__ is not Array and not isinstance(other, Array):
+            # Let the other operand answer first (``x @ A`` for a tessera csr_array or a
+            # LinearOperator); a type nobody handles ends in Python's TypeError.
+            return NotImplemented
         return _ns().matmul(self, other)
 
     def __rmatmul__(self, other, /) -> Array:
+        if other.__class__ is not Array and not isinstance(other, Array):
+            return NotImplemented
         return _ns().matmul(other, self)
 
     def __imatmul__(self, other, /) -> Array:

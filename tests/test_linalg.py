@@ -132,8 +132,12 @@ def test_matmul_bad_input(device):
         xp.matmul(xp.ones((2, 2, 3), device=device), xp.ones((3, 3, 1), device=device))
     with pytest.raises(TypeError, match=r"^matmul: x2 must be a tessera_array Array"):
         xp.matmul(m23, [[1.0], [2.0], [3.0]])
+    # A NumPy array operand goes through NumPy's protocol, as with ``+``: on a host
+    # device the product is a tessera Array (see tessera_array._numpy_interop).
+    prod = m23 @ np.ones((3, 1))
+    assert isinstance(prod, xp.Array) and prod.shape == (2, 1)
     with pytest.raises(TypeError):
-        m23 @ np.ones((3, 1))  # a host ndarray is not silently converted
+        m23 @ "not an array"
 
 
 # ---- main namespace: matrix_transpose, tensordot, vecdot ----------------------------------

@@ -109,3 +109,17 @@ def test_numpy_reference_spmv_matches_scipy():
     for x in (rng.standard_normal(6), rng.standard_normal((6, 3))):
         np.testing.assert_allclose(
             nsp._spmv_reference(s.data, s.indices, s.indptr, s.shape, x), s @ x, rtol=1e-12)
+
+
+def test_row_vector_times_csr(device):
+    """``x @ A`` with a tessera Array on the left reaches csr_array.__rmatmul__."""
+    rng = np.random.default_rng(7)
+    dense = rng.standard_normal((5, 4)) * (rng.random((5, 4)) < 0.5)
+    a = csr_array(xp.asarray(dense, device=device))
+    x = rng.standard_normal(5)
+    got = xp.asarray(x, device=device) @ a
+    assert isinstance(got, xp.Array) and got.device == device
+    np.testing.assert_allclose(np.asarray(got.to_device("cpu")), x @ dense, rtol=1e-12)
+    xs = rng.standard_normal((3, 5))
+    got2 = xp.asarray(xs, device=device) @ a
+    np.testing.assert_allclose(np.asarray(got2.to_device("cpu")), xs @ dense, rtol=1e-12)
