@@ -821,7 +821,25 @@ def _make_inplace(opname: str, nsname: str, forward):
     ValueError otherwise), and x1's buffer is updated, so views of it see the change.
     """
 
+    kinds = _INPLACE_KINDS.get(nsname)
+
     def op(self, other, /):
+        if kinds is not None:
+            # Short path: compute straight into x1's buffer when the result keeps
+            # x1's dtype (x2 an Array of that dtype on x1's device, or a Python
+            # scalar of a kind x1 holds), as NumPy's ``a += b`` does. Solvers rely on
+            # it to update their vectors without temporaries.
+            dt = self._dtype
+            kind = dt.kind
+            if kind in kinds:
+                cls = other.__class__
+                if cls is Array:
+                    if other._dtype is dt and other._device is self._device:
+                        if self._device.ops.inplace(nsname, self._data, other._data):
+                            return self
+                elif (cls is float and kind in "fc") or (cls is complex and kind == "c"):
+                    if self._device.ops.inplace(nsname, self._data, other):
+                        return self
         result = forward(self, other)
         if result is NotImplemented:
             # Another library's array, or an unsupported type: refuse here, rather
@@ -851,6 +869,9 @@ def _is_operand(obj) -> bool:
 
 _SCALARS = frozenset({bool, int, float, complex})
 _BOOL = _dtypes.bool
+# In-place operators with a short path (ops.inplace), and the dtype kinds of x1 for
+# which ``x1 op x2`` keeps x1's dtype when x2 has it too.
+_INPLACE_KINDS = {"add": "iufc", "subtract": "iufc", "multiply": "iufc", "divide": "fc"}
 # What a backend op may raise on the hot path; the namespace function then words
 # the error, or reruns the op quietly for a floating-point warning made an error.
 _NATIVE_ERRORS = (Warning, ArithmeticError, ValueError, TypeError)

@@ -42,6 +42,13 @@ computation dtype and returns native buffers (never host scalars) of the result
 dtype. Python scalars passed to binary ops are *weak*: they take the dtype of the
 array operand (NEP 50). Each function has the standard's name and signature with
 the array arguments replaced by native buffers.
+
+Besides the standard's names, ``ops`` has ``astype(a, dtype, copy=True)``,
+``copy_into(dst, src)``, ``getitem``/``setitem``, and
+``inplace(name, a, b) -> bool``: ``a <name>= b`` written straight into ``a`` for
+``name`` in add/subtract/multiply/divide, where ``b`` has ``a``'s dtype or is a weak
+Python scalar; it returns False, having written nothing, when it cannot (the front
+end then takes its general path).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["asarray", "astype", "copy_into", "getitem", "setitem"]
+__all__ = ["asarray", "astype", "copy_into", "getitem", "inplace", "setitem"]
 
 
 def astype(a: np.ndarray, dtype, copy: bool = True) -> np.ndarray:
@@ -24,6 +24,38 @@ def astype(a: np.ndarray, dtype, copy: bool = True) -> np.ndarray:
 def copy_into(dst: np.ndarray, src) -> None:
     """Write ``src`` (broadcast) into ``dst`` in place."""
     np.copyto(dst, src, casting="unsafe")
+
+
+_INPLACE_UFUNCS = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+}
+
+
+def inplace(name: str, a: np.ndarray, b) -> bool:
+    """``a <name>= b`` computed straight into ``a``; False (nothing written) if it can't be.
+
+    The front end calls it only when the result has ``a``'s dtype: ``b`` is a
+    buffer of ``a``'s dtype or a weak Python scalar of a kind ``a`` holds. The values
+    are those of the out-of-place op (the same ufunc loop).
+    """
+    ufunc = _INPLACE_UFUNCS.get(name)
+    if ufunc is None:
+        return False
+    try:
+        ufunc(a, b, out=a)
+    except (RuntimeWarning, FloatingPointError):
+        # NumPy reports IEEE flags after the loop has written every element; the
+        # standard defines those values (inf, NaN), so the write stands, as on the
+        # out-of-place path, which reruns such an op quietly.
+        return True
+    except (ValueError, TypeError, OverflowError):
+        # Raised before the loop (b does not broadcast to a's shape, a is read-only, a
+        # Python int too large for a float): the caller's general path words it.
+        return False
+    return True
 
 
 def getitem(a: np.ndarray, key) -> np.ndarray:
