@@ -26,7 +26,8 @@ def format_ns(ns) -> str:
 def _shape_text(params: dict) -> str:
     shape = params.get("shape")
     if shape is None:
-        return ", ".join(f"{k}={v}" for k, v in params.items())
+        # The label is already the expression column.
+        return ", ".join(f"{k}={v}" for k, v in params.items() if k != "label")
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
