@@ -827,19 +827,19 @@ def _make_inplace(opname: str, nsname: str, forward):
         if kinds is not None:
             # Short path: compute straight into x1's buffer when the result keeps
             # x1's dtype (x2 an Array of that dtype on x1's device, or a Python
-            # scalar of a kind x1 holds), as NumPy's ``a += b`` does. Solvers rely on
-            # it to update their vectors without temporaries.
+            # scalar of a kind x1 holds), as NumPy's ``a += b`` does: no temporary for
+            # the result, and views of x1 see the update.
             dt = self._dtype
             kind = dt.kind
             if kind in kinds:
                 cls = other.__class__
                 if cls is Array:
-                    if other._dtype is dt and other._device is self._device:
-                        if self._device.ops.inplace(nsname, self._data, other._data):
-                            return self
-                elif (cls is float and kind in "fc") or (cls is complex and kind == "c"):
-                    if self._device.ops.inplace(nsname, self._data, other):
+                    if (other._dtype is dt and other._device is self._device
+                            and self._device.ops.inplace(nsname, self._data, other._data)):
                         return self
+                elif (((cls is float and kind in "fc") or (cls is complex and kind == "c"))
+                        and self._device.ops.inplace(nsname, self._data, other)):
+                    return self
         result = forward(self, other)
         if result is NotImplemented:
             # Another library's array, or an unsupported type: refuse here, rather
