@@ -558,3 +558,117 @@ def test_deterministic(device):
         x1, _ = getattr(tla, solver)(A, b, maxiter=5)
         x2, _ = getattr(tla, solver)(A, b, maxiter=5)
         np.testing.assert_array_equal(_np(x1), _np(x2))
+
+
+# ---- in-place updates (cg, gmres): caller's arrays untouched, same iterates ---------
+
+
+@pytest.mark.parametrize("solver", ["cg", "gmres"])
+def test_b_and_x0_unchanged(device, solver):
+    """cg and gmres update x and r in place: never the caller's b or x0."""
+    a = poisson2d(5)
+    n = a.shape[0]
+    b_np = _rhs(n)
+    x0_np = np.random.default_rng(11).standard_normal(n)
+    m_sp = sp.diags_array(1.0 / a.diagonal()).tocsr()
+    for M in (None, csr_array(m_sp, device=device), lambda v: v):
+        for x0 in (None, "x0", "Mb"):
+            for cb in (None, lambda _: None):
+                extra = {"callback_type": "x"} if solver == "gmres" and cb else {}
+                for ns in ("tessera", "numpy"):
+                    if ns == "tessera":
+                        b = xp.asarray(b_np, device=device)
+                        x0v = xp.asarray(x0_np, device=device) if x0 == "x0" else x0
+                        mm = M
+                    else:
+                        b = b_np.copy()
+                        x0v = x0_np.copy() if x0 == "x0" else x0
+                        mm = m_sp if M is not None and not callable(M) else M
+                    x, _ = getattr(tla, solver)(a, b, x0=x0v, M=mm, maxiter=3,
+                                                callback=cb, **extra)
+                    np.testing.assert_array_equal(_np(b), b_np)
+                    if x0 == "x0":
+                        np.testing.assert_array_equal(_np(x0v), x0_np)
+                    assert x is not b and x is not x0v
+
+
+@pytest.mark.parametrize("problem", SYMMETRIC)
+def test_cg_without_callback_matches_scipy(device, problem):
+    """Without a callback cg applies each x step one iteration late (in place); the
+    iterates are those of the callback path, bit for bit, and SciPy's."""
+    a = PROBLEMS[problem]()
+    b = _rhs(a.shape[0], complex_=problem == "hermitian")
+    A = _as_form("csr", a, device)
+    bt = xp.asarray(b, device=device)
+    for maxiter in (1, 3, None):
+        xs, ins = sla.cg(sp.csr_array(a), b, maxiter=maxiter)
+        xt, it = tla.cg(A, bt, maxiter=maxiter)
+        xc, ic, _ = _run("cg", A, bt, maxiter=maxiter)
+        assert it == ic == ins
+        np.testing.assert_array_equal(_np(xt), _np(xc))
+        np.testing.assert_allclose(_np(xt), xs, rtol=1e-10, atol=1e-10 * np.abs(xs).max())
+    # NumPy's namespace (b a NumPy array): the same in-place updates on ndarrays.
+    xs, ins = sla.cg(sp.csr_array(a), b, maxiter=3)
+    xn, inn = tla.cg(sp.csr_array(a), b.copy(), maxiter=3)
+    assert isinstance(xn, np.ndarray) and inn == ins
+    np.testing.assert_allclose(xn, xs, rtol=1e-10, atol=1e-10 * np.abs(xs).max())
+
+
+def test_cg_indefinite_last_good_iterate_both_paths(device):
+    """info -30 returns the iterate before the step with p^H A p <= 0, with or without
+    a callback (the in-place path defers each step until its curvature is read)."""
+    n = 12
+    d = np.linspace(1.0, 3.0, n)
+    d[-1] = -0.05  # indefinite: the curvature turns negative after a few steps
+    A = csr_array(sp.diags_array(d).tocsr(), device=device)
+    b = xp.asarray(np.random.default_rng(5).standard_normal(n), device=device)
+    seen = []
+    xl, il, rl = tla.cg(A, b, maxiter=50, report=True)
+    xc, ic, rc = tla.cg(A, b, maxiter=50, report=True, callback=seen.append)
+    assert il == ic == -30 and rl.iterations == rc.iterations >= 1
+    np.testing.assert_array_equal(_np(xl), _np(xc))
+    # The returned x is the iterate after rl.iterations steps (the callback saw it).
+    np.testing.assert_array_equal(_np(xl), _np(seen[rl.iterations - 1]))
+    # And at maxiter exactly at the bad step: the same iterate.
+    xm, im = tla.cg(A, b, maxiter=rl.iterations + 1)
+    assert im == -30
+    np.testing.assert_array_equal(_np(xm), _np(xl))
+
+
+@pytest.mark.parametrize("solver", ["cg", "gmres"])
+def test_operator_returning_its_input(device, solver):
+    """A user matvec (or M) may return its argument (here a row of GMRES's basis, or
+    cg's p); the in-place updates must not write through it."""
+    n = 16
+    b_np = _rhs(n)
+    b = xp.asarray(b_np, device=device)
+    ident = tla.LinearOperator((n, n), matvec=lambda v: v, dtype=xp.float64)
+    for M in (None, lambda v: v):
+        x, info = getattr(tla, solver)(ident, b, M=M, maxiter=5)
+        assert info == 0
+        np.testing.assert_allclose(_np(x), b_np, rtol=1e-12)
+        np.testing.assert_array_equal(_np(b), b_np)
+    a = 2.0 * np.eye(n) + np.diag(np.full(n - 1, 0.5), 1) + np.diag(np.full(n - 1, 0.5), -1)
+    at = xp.asarray(a, device=device)
+    half = tla.LinearOperator((n, n), matvec=lambda v: v, dtype=xp.float64)  # M = I
+    xs, ins = getattr(sla, solver)(a, b_np, M=np.eye(n), maxiter=3)
+    xt, it = getattr(tla, solver)(at, b, M=half, maxiter=3)
+    assert it == ins
+    np.testing.assert_allclose(_np(xt), xs, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["cg", "gmres"])
+def test_callback_iterates_are_kept(device, solver):
+    """x is updated in place, but each x a callback receives stays as it was given."""
+    a = convection_diffusion(5) if solver == "gmres" else poisson2d(5)
+    b = _rhs(a.shape[0])
+    seen = []
+    kw = {"callback_type": "x", "restart": 3} if solver == "gmres" else {}
+    xt, _ = getattr(tla, solver)(csr_array(a, device=device), xp.asarray(b, device=device),
+                                 callback=lambda x: seen.append((x, _np(x).copy())),
+                                 maxiter=4, **kw)
+    assert len(seen) == 4
+    for x, snap in seen:
+        np.testing.assert_array_equal(_np(x), snap)
+    assert not np.array_equal(seen[0][1], seen[-1][1])
+    np.testing.assert_array_equal(_np(xt), seen[-1][1])  # the last one is returned

@@ -4,7 +4,7 @@ Written once against the namespace of ``b`` (``b.__array_namespace__()``): the
 device is reached only through the operator's matvec (for tessera arrays the
 registered ``matvec``/``spmv`` kernel, with the variant of
 :data:`tessera_array.sparse._routing.MATVEC_ROUTING`), ``vecdot`` (dot products),
-``multiply``/``add`` (axpy, as ``x + alpha * p``) and norms. The recurrences and
+``multiply``/``add`` and the in-place operators (axpy) and norms. The recurrences and
 stopping tests are SciPy's (>= 1.14), so iterates, iteration counts and ``info``
 agree with ``scipy.sparse.linalg`` up to rounding.
 
@@ -32,9 +32,10 @@ shape ``(n, k)``: k independent systems, each stopping on its own test. Results 
 deterministic run to run (no atomics or threads in the reductions on the NumPy
 backend).
 
-Vector updates are out of place (``x = x + alpha * p``), because the namespace has
-no in-place axpy; SciPy updates in place, which saves memory traffic on large
-systems (see ``benchmarks/krylov.py``).
+cg and gmres update their vectors in place where SciPy does (``x += alpha * p``,
+``w -= h * v``: the in-place operators of the namespace's arrays, with no
+temporaries for the result), after copying anything the caller owns (``b``, ``x0``);
+the other solvers update out of place (``x = x + alpha * p``).
 
 Synchronization: each iteration reads residual norms back to the host for the
 stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
@@ -184,7 +185,8 @@ def _make_system(func, A, M, x0, b, *, need_rmatvec=False):
     elif isinstance(x0, str):
         if x0 != "Mb":
             raise ValueError(f"{func}: x0 must be an array, None or 'Mb'. Received: x0={x0!r}")
-        x = b if M is None else M.matvec(b)
+        # A copy: cg and gmres update x in place, and b (or M's result) is not theirs.
+        x = xp.astype(b if M is None else M.matvec(b), xtype, copy=True)
         nonzero = True
     else:
         if not hasattr(x0, "__array_namespace__") or x0.__array_namespace__() is not xp:
@@ -268,10 +270,18 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     bnrm2, atol, maxiter, r = _start("cg", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
+    if r is b:
+        r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
     vecdot = xp.vecdot
     cplx = xp.isdtype(b.dtype, "complex floating")
     hist = []
-    rho_prev = p = pq = x_prev = None
+    # x, r and p are updated in place, as SciPy does. Without a callback the step
+    # x += alpha * p is applied one iteration late, once that step's p^H A p has been
+    # read (with the next residual norm, one sync) and found > 0: x is then still the
+    # last good iterate when it is not. A callback must see each iterate, so with one
+    # x is updated out of place at once and the previous x kept.
+    lazy = callback is None
+    rho_prev = p = pq = alpha = x_prev = None
     for iteration in range(maxiter):
         if psolve is None and not cplx:
             # One pass gives both: ||r|| = sqrt(r . r) exactly as numpy.linalg.norm.
@@ -287,7 +297,10 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             if not pqf > 0:
                 # The last step divided by p^H A p <= 0 (or NaN): not positive definite.
                 bad = math.isfinite(rnorm) and pqf <= 0
-                return _finish(report, x_prev, -30 if bad else -20, iteration - 1, hist)
+                return _finish(report, x if lazy else x_prev, -30 if bad else -20,
+                               iteration - 1, hist)
+            if lazy:
+                x += alpha * p  # the last iteration's step (p is still that step's)
         if rnorm < atol:
             return _finish(report, x, 0, iteration, hist)
         if not math.isfinite(rnorm):
@@ -296,21 +309,27 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             z = r if psolve is None else psolve(r)
             rho_cur = vecdot(r, z)
         if iteration > 0:
-            p = p * (rho_cur / rho_prev) + z
+            p *= rho_cur / rho_prev
+            p += z
         else:
-            p = z
+            p = xp.astype(z, r.dtype, copy=True)  # z may be r (updated below) or M's
         q = matvec(p)
         pq = vecdot(p, q)
         alpha = rho_cur / pq
-        x_prev = x
-        x = x + alpha * p
-        r = r - alpha * q
+        if not lazy:
+            x_prev = x
+            x = x + alpha * p
+        r -= alpha * q
         rho_prev = rho_cur
-        if callback is not None:
+        if not lazy:
             callback(x)
-    if pq is not None and not float(xp.real(pq)) > 0:  # sync
-        return _finish(report, x_prev, -30 if float(xp.real(pq)) <= 0 else -20,
-                       maxiter - 1, hist)
+    if pq is not None:
+        pqf = float(xp.real(pq))  # sync
+        if not pqf > 0:
+            return _finish(report, x if lazy else x_prev, -30 if pqf <= 0 else -20,
+                           maxiter - 1, hist)
+        if lazy:
+            x += alpha * p
     return _finish(report, x, maxiter, maxiter, hist)
 
 
@@ -504,6 +523,12 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
     presid = 0.0
     V = xp.empty((restart + 1, n), dtype=dt, device=b.device)
+    # w = M A v is orthogonalized in place (as SciPy does) when it is known to be a
+    # fresh array (the library's own operators); a user's matvec or M may return one
+    # it keeps (even its input, a row of V), so then the first update is out of place.
+    owned = (isinstance(A, (_DenseOperator, _CSROperator, _NamespaceOperator))
+             and (M is None or isinstance(M, (_DenseOperator, _CSROperator,
+                                              _NamespaceOperator))))
     givens = [(1.0, 0.0)] * restart
     inner_iter = 0
     hist = []
@@ -520,7 +545,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
                 return _finish(report, x, -20, 0, hist)
         v0 = psolve(r)
         tmp = float(_norm(xp, v0))  # sync
-        V[0, :] = v0 * (1 / tmp)
+        if owned and v0 is not b:
+            v0 *= 1 / tmp  # v0 is this solver's (r, or M r): scaled in place
+            V[0, :] = v0
+        else:
+            V[0, :] = v0 * (1 / tmp)
         h = [[0.0] * (restart + 1) for _ in range(restart)]
         S = [0.0] * (restart + 1)
         S[0] = tmp
@@ -537,15 +566,18 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
                 vk = V[k, :]
                 t = xp.vecdot(vk, w)
                 hcol[k] = _scalar(t, cplx)  # sync
-                w = w - t * vk
+                if owned or k > 0:
+                    w -= t * vk
+                else:
+                    w = w - t * vk
             h1 = float(_norm(xp, w))  # sync
             hcol[col + 1] = h1
             if h1 <= eps * h0:
                 hcol[col + 1] = 0.0
                 breakdown = True
-                V[col + 1, :] = w
             else:
-                V[col + 1, :] = w * (1 / h1)
+                w *= 1 / h1  # w is this solver's here (updated in place or replaced)
+            V[col + 1, :] = w
             for k in range(col):  # apply the previous rotations to the new column
                 c, s = givens[k]
                 n0, n1 = hcol[k], hcol[k + 1]
@@ -578,7 +610,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
                     y[i] -= yk * h[k][i]
         if y[0] != 0:
             y[0] = _cdiv(y[0], h[0][0]) if cplx else y[0] / h[0][0]
-        x = x + xp.matmul(xp.asarray(y, dtype=dt, device=b.device), V[:col + 1, :])
+        dx = xp.matmul(xp.asarray(y, dtype=dt, device=b.device), V[:col + 1, :])
+        if callback_type == "x":
+            x = x + dx  # a new array: the callback may keep the one it was given
+        else:
+            x += dx
         r = b - matvec(x)
         rnorm = float(_norm(xp, r))  # sync
         hist.append(rnorm)
