@@ -278,3 +278,19 @@ def tessera_gate():
 @pytest.fixture
 def xp_ns():
     return xp
+
+
+@pytest.fixture
+def f32_device():
+    """A device without float64 and complex128 (a fake accelerator over NumPy),
+    for the tests of what a device lacks."""
+    from _fake_backends import FakeBackend
+
+    from tessera_array import _dtypes
+
+    no_f64 = tuple(d for d in _dtypes.ALL_DTYPES if d not in (xp.float64, xp.complex128))
+    _discovery.add_backend(FakeBackend("fakef32", dtypes=no_f64, is_host=False))
+    try:
+        yield xp.Device("fakef32", 0)
+    finally:
+        _discovery.remove_backend("fakef32")

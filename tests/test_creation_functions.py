@@ -10,29 +10,17 @@ import array as pyarray
 
 import numpy as np
 import pytest
-from _fake_backends import FakeBackend
 
 import tessera_array as xp
-from tessera_array import _discovery, _dtypes
 
 _ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
         "float32", "float64", "complex64", "complex128"]
-_NO_F64 = tuple(d for d in _dtypes.ALL_DTYPES if d not in (xp.float64, xp.complex128))
 
 
 @pytest.fixture
 def rng():
     return np.random.default_rng(20251212)
 
-
-@pytest.fixture
-def f32_device():
-    """A device without float64 and complex128 (a fake accelerator over NumPy)."""
-    _discovery.add_backend(FakeBackend("fakef32", dtypes=_NO_F64, is_host=False))
-    try:
-        yield xp.Device("fakef32", 0)
-    finally:
-        _discovery.remove_backend("fakef32")
 
 
 def _np(a):

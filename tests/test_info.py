@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from _fake_backends import FakeBackend
 
 import tessera_array as xp
-from tessera_array import _discovery, _dtypes
+from tessera_array import _discovery
 
-_NO_F64 = tuple(d for d in _dtypes.ALL_DTYPES if d not in (xp.float64, xp.complex128))
 _KINDS = {
     "bool": {"bool"},
     "signed integer": {"int8", "int16", "int32", "int64"},
@@ -19,15 +17,6 @@ _KINDS = {
 }
 _KINDS["numeric"] = _KINDS["integral"] | _KINDS["real floating"] | _KINDS["complex floating"]
 
-
-@pytest.fixture
-def f32_device():
-    """A device without float64 and complex128 (a fake accelerator over NumPy)."""
-    _discovery.add_backend(FakeBackend("fakeinfo", dtypes=_NO_F64, is_host=False))
-    try:
-        yield xp.Device("fakeinfo", 0)
-    finally:
-        _discovery.remove_backend("fakeinfo")
 
 
 def test_capabilities():
