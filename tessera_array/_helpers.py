@@ -25,7 +25,6 @@ __all__ = [
     "default_complex",
     "default_float",
     "default_int",
-    "elementwise_binary",
     "elementwise_unary",
     "scalar_dtype_for",
     "supports_dtype",
@@ -188,15 +187,14 @@ _KIND_WORDS = {
 }
 
 
-def elementwise_binary(
-    func: str, x1, x2, kinds: str, fast: str, compute=None, result_dtype=None, native=None
-):
-    """Apply a native binary op with the standard's promotion and device rules.
+def binary_function(func: str, kinds: str, fast: str, compute=None, result_dtype=None):
+    """Build the namespace function ``func(x1, x2, /)``: a native binary op applied
+    with the standard's promotion and device rules.
 
     Parameters (positional: keyword passing costs measurably on the hot path)
     ----------
     func : str
-        The public name; also the name of the native op when ``native`` is None.
+        The public name; also the name of the native op (``device.ops.<func>``).
     kinds : str
         The ``DType.kind`` letters the promoted dtype may have (TypeError otherwise).
     fast : str
@@ -207,49 +205,10 @@ def elementwise_binary(
     result_dtype : DType, optional
         The result's dtype when the op always returns one (comparisons: bool);
         otherwise the computation dtype.
-    native : callable, optional
-        ``native(a, b)`` receives two native buffers of the computation dtype, or
-        one buffer and a weak Python scalar. Default: ``device.ops.<func>``.
 
-    Notes
-    -----
     The first branches are the hot paths (two arrays of one dtype on one device; an
-    array and a Python scalar that keeps its dtype): keep them free of extra calls.
-    """
-    if x1.__class__ is Array:
-        if x2.__class__ is Array:
-            dt = x1._dtype
-            dev = x1._device
-            if x2._dtype is dt and x2._device is dev and dt.kind in fast:
-                a = x1._data
-                fn = native or getattr(dev.ops, func)
-                try:
-                    r = fn(a, x2._data)
-                except _QUIET_RERUN:
-                    r = _rerun_quietly(dev, fn, a, x2._data)
-                except ValueError as err:
-                    raise _native_value_error(func, x1, x2, err) from err
-                if r.__class__ is not a.__class__:
-                    r = dev._backend.coerce_native(r)
-                obj = _object_new(Array)
-                obj._data = r
-                obj._dtype = result_dtype or dt
-                obj._device = dev
-                return obj
-        elif x2.__class__ in _SCALAR_TYPES and _weak_keeps(x1._dtype, x2, fast):
-            return _with_weak_scalar(func, x1, x2, False, result_dtype, native)
-    elif (
-        x2.__class__ is Array
-        and x1.__class__ in _SCALAR_TYPES
-        and _weak_keeps(x2._dtype, x1, fast)
-    ):
-        return _with_weak_scalar(func, x2, x1, True, result_dtype, native)
-    return _binary_general(func, x1, x2, native, kinds, fast, compute, result_dtype)
-
-
-def binary_function(func: str, kinds: str, fast: str, compute=None, result_dtype=None):
-    """Build the namespace function ``func(x1, x2, /)``: :func:`elementwise_binary`
-    with the arguments bound and its hot path inlined (one Python frame less).
+    array and a Python scalar that keeps its dtype), inlined here: keep them free of
+    extra calls.
 
     The elementwise chapter declares each function with a ``def`` carrying its
     signature and docstring and decorates it (see ``_elementwise_functions``).
@@ -477,7 +436,7 @@ def _binary_general(func, x1, x2, native, kinds, fast, compute, result_dtype):
 def elementwise_unary(
     func: str, x, kinds: str, fast: str, compute=None, result_dtype=None, native=None
 ):
-    """Apply a native unary op; see :func:`elementwise_binary` for the arguments.
+    """Apply a native unary op; see :func:`binary_function` for the arguments.
 
     ``compute(dt, device) -> DType`` picks the computation dtype for the kinds not
     in ``fast``. Outside the hot path the result's dtype is read from the native
