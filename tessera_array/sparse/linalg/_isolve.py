@@ -99,6 +99,18 @@ def _norm(xp, v):
     return xp.sqrt(xp.vecdot(v, v))
 
 
+def _residual_test(xp, r, x, atol, iteration, hist, report):
+    """An iteration's opening test on ||r||: the finished result (0 converged, -20
+    non-finite) or None to go on; the norm joins ``hist``. Synchronizes once."""
+    rnorm = float(_norm(xp, r))  # sync
+    hist.append(rnorm)
+    if rnorm < atol:
+        return _finish(report, x, 0, iteration, hist)
+    if not math.isfinite(rnorm):
+        return _finish(report, x, -20, iteration, hist)
+    return None
+
+
 def _get_atol(func, bnrm2, atol, rtol):
     if atol is None or isinstance(atol, str) or not atol >= 0:
         raise ValueError(
@@ -537,12 +549,9 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     for iteration in range(maxiter):
         if iteration == 0:
             r = (b - matvec(x)) if nonzero else b
-            rnorm = float(_norm(xp, r))  # sync
-            hist.append(rnorm)
-            if rnorm < atol:
-                return _finish(report, x, 0, 0, hist)
-            if not math.isfinite(rnorm):
-                return _finish(report, x, -20, 0, hist)
+            done = _residual_test(xp, r, x, atol, 0, hist, report)  # sync
+            if done is not None:
+                return done
         v0 = psolve(r)
         tmp = float(_norm(xp, v0))  # sync
         if owned and v0 is not b:
@@ -656,12 +665,9 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     rho_prev = omega = alpha = p = v = None
     hist = []
     for iteration in range(maxiter):
-        rnorm = float(_norm(xp, r))  # sync
-        hist.append(rnorm)
-        if rnorm < atol:
-            return _finish(report, x, 0, iteration, hist)
-        if not math.isfinite(rnorm):
-            return _finish(report, x, -20, iteration, hist)
+        done = _residual_test(xp, r, x, atol, iteration, hist, report)  # sync
+        if done is not None:
+            return done
         rho = vecdot(rtilde, r)
         if abs(complex(rho)) < rhotol:  # sync
             return _finish(report, x, -10, iteration, hist)
@@ -714,12 +720,9 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
     rho_prev = p = u = q = None
     hist = []
     for iteration in range(maxiter):
-        rnorm = float(_norm(xp, r))  # sync
-        hist.append(rnorm)
-        if rnorm < atol:
-            return _finish(report, x, 0, iteration, hist)
-        if not math.isfinite(rnorm):
-            return _finish(report, x, -20, iteration, hist)
+        done = _residual_test(xp, r, x, atol, iteration, hist, report)  # sync
+        if done is not None:
+            return done
         rho_cur = vecdot(rtilde, r)
         if abs(complex(rho_cur)) < rhotol:  # sync
             return _finish(report, x, -10, iteration, hist)
@@ -764,12 +767,9 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
     rho_prev = p = ptilde = None
     hist = []
     for iteration in range(maxiter):
-        rnorm = float(_norm(xp, r))  # sync
-        hist.append(rnorm)
-        if rnorm < atol:
-            return _finish(report, x, 0, iteration, hist)
-        if not math.isfinite(rnorm):
-            return _finish(report, x, -20, iteration, hist)
+        done = _residual_test(xp, r, x, atol, iteration, hist, report)  # sync
+        if done is not None:
+            return done
         z = psolve(r)
         ztilde = rpsolve(rtilde)
         rho_cur = vecdot(rtilde, z)
