@@ -154,31 +154,32 @@ def _scipy_launchers(sfft=None):
         held[0] = scipy.fft
         return scipy.fft
 
-    def scipy_c2c(a, s, axes, norm, forward):
-        """Complex-to-complex: ``fftn`` (forward) or ``ifftn`` of ``a`` over ``axes``."""
-        sfft = held[0] or load()
-        shape = a.shape
-        if len(axes) == 1:
-            ax = axes[0]
-            n = s[0]
-            f = sfft.fft if forward else sfft.ifft
-            return f(a, None if n == shape[ax] else n, ax, norm, workers=_threads(a))
-        f = sfft.fftn if forward else sfft.ifftn
-        default = all(n == shape[ax] for n, ax in zip(s, axes))
-        return f(a, None if default else s, axes, norm, workers=_threads(a))
+    def same_length(names, doc):
+        """A launcher whose output length along each axis is ``s`` (no halving of the
+        input's shape to compare with): c2c, and r2c whose halving scipy does itself."""
+        fwd1, inv1, fwdn, invn = names
 
-    def scipy_r2c(a, s, axes, norm, forward):
-        """Real-to-complex: ``rfftn`` (forward) or ``ihfftn``; last axis halved."""
-        sfft = held[0] or load()
-        shape = a.shape
-        if len(axes) == 1:
-            ax = axes[0]
-            n = s[0]
-            f = sfft.rfft if forward else sfft.ihfft
-            return f(a, None if n == shape[ax] else n, ax, norm, workers=_threads(a))
-        f = sfft.rfftn if forward else sfft.ihfftn
-        default = all(n == shape[ax] for n, ax in zip(s, axes))
-        return f(a, None if default else s, axes, norm, workers=_threads(a))
+        def launch(a, s, axes, norm, forward):
+            sfft = held[0] or load()
+            shape = a.shape
+            if len(axes) == 1:
+                ax = axes[0]
+                n = s[0]
+                f = getattr(sfft, fwd1 if forward else inv1)
+                return f(a, None if n == shape[ax] else n, ax, norm, workers=_threads(a))
+            f = getattr(sfft, fwdn if forward else invn)
+            default = all(n == shape[ax] for n, ax in zip(s, axes))
+            return f(a, None if default else s, axes, norm, workers=_threads(a))
+
+        launch.__doc__ = doc
+        return launch
+
+    scipy_c2c = same_length(
+        ("fft", "ifft", "fftn", "ifftn"),
+        "Complex-to-complex: ``fftn`` (forward) or ``ifftn`` of ``a`` over ``axes``.")
+    scipy_r2c = same_length(
+        ("rfft", "ihfft", "rfftn", "ihfftn"),
+        "Real-to-complex: ``rfftn`` (forward) or ``ihfftn``; last axis halved.")
 
     def scipy_c2r(a, s, axes, norm, forward):
         """Complex-to-real: ``hfftn`` (forward) or ``irfftn``; ``s[-1]`` the real length."""
