@@ -130,6 +130,40 @@ def _check_finite(xp, a, func, name):
                          "with non-finite entries")
 
 
+def _axpy_for(xp, v):
+    """``f(alpha, x, y, subtract=False)``: ``y += alpha * x`` (or ``-=``) in place.
+
+    On tessera arrays it is the device's registered ``axpy`` kernel (rounded as the
+    two-step expression, so iterates stay SciPy's; see backends/numpy/matvec.py); on
+    a device without one, or on another library's arrays, the expression itself.
+    """
+    T = _xp_tessera()
+    if xp is T:
+        from ..._dispatch import lookup
+        from ..._errors import KernelNotFoundError
+
+        try:
+            kernel = lookup("axpy", v.device, v.dtype)
+        except KernelNotFoundError:
+            kernel = None
+        if kernel is not None:
+            Array = T.Array
+
+            def axpy(alpha, x, y, subtract=False):
+                kernel(alpha._data if alpha.__class__ is Array else alpha, x._data, y._data,
+                       subtract)
+
+            return axpy
+
+    def axpy(alpha, x, y, subtract=False):
+        if subtract:
+            y -= alpha * x
+        else:
+            y += alpha * x
+
+    return axpy
+
+
 def _fast_matvec(op):
     """The operator's product without the shape checks of the public ``matvec``."""
     if isinstance(op, (_DenseOperator, _CSROperator, _NamespaceOperator)):
@@ -285,6 +319,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if r is b:
         r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
     vecdot = xp.vecdot
+    axpy = _axpy_for(xp, r)
     cplx = xp.isdtype(b.dtype, "complex floating")
     hist = []
     # x, r and p are updated in place, as SciPy does. Without a callback the step
@@ -312,7 +347,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                 return _finish(report, x if lazy else x_prev, -30 if bad else -20,
                                iteration - 1, hist)
             if lazy:
-                x += alpha * p  # the last iteration's step (p is still that step's)
+                axpy(alpha, p, x)  # the last iteration's step (p is still that step's)
         if rnorm < atol:
             return _finish(report, x, 0, iteration, hist)
         if not math.isfinite(rnorm):
@@ -331,7 +366,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         if not lazy:
             x_prev = x
             x = x + alpha * p
-        r -= alpha * q
+        axpy(alpha, q, r, True)  # r -= alpha * q
         rho_prev = rho_cur
         if not lazy:
             callback(x)
@@ -341,7 +376,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             return _finish(report, x if lazy else x_prev, -30 if pqf <= 0 else -20,
                            maxiter - 1, hist)
         if lazy:
-            x += alpha * p
+            axpy(alpha, p, x)
     return _finish(report, x, maxiter, maxiter, hist)
 
 
@@ -542,6 +577,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
              and (M is None or isinstance(M, (_DenseOperator, _CSROperator,
                                               _NamespaceOperator))))
     givens = [(1.0, 0.0)] * restart
+    axpy = _axpy_for(xp, V)
     inner_iter = 0
     hist = []
     rnorm = math.inf
@@ -576,7 +612,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
                 t = xp.vecdot(vk, w)
                 hcol[k] = _scalar(t, cplx)  # sync
                 if owned or k > 0:
-                    w -= t * vk
+                    axpy(t, vk, w, True)  # w -= t * vk
                 else:
                     w = w - t * vk
             h1 = float(_norm(xp, w))  # sync
