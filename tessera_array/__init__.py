@@ -9,7 +9,7 @@ backend loads or ``TESSERA_DEVICE`` says otherwise).
 __version__ = "0.1.0"
 __array_api_version__ = "2025.12"
 
-from . import fft, linalg
+from . import fft, linalg, random
 from ._array import Array
 from ._constants import *
 from ._constants import __all__ as _constants_all

@@ -22,7 +22,7 @@ __all__ = ["FAMILIES", "OPS", "KernelKey", "KernelRegistry", "lookup", "registry
 FAMILIES = {
     "matvec": ("matvec", "spmv", "axpy"),
     "fft": ("fft_c2c", "fft_r2c", "fft_c2r"),
-    "attention": ("attention_fwd", "attention_bwd"),
+    "attention": ("attention_fwd", "attention_bwd", "dropout_mask"),
     "optimizer": ("sgd_step", "adam_step", "adamw_step", "adafactor_step"),
 }
 OPS = frozenset(op for ops in FAMILIES.values() for op in ops)

@@ -119,5 +119,9 @@ class NumpyBackend:
 
         optim.register(registry, self.name)
 
+        from . import philox
+
+        philox.register(registry, self.name)
+
 
 backend = NumpyBackend()
