@@ -23,31 +23,19 @@ VARIANTS = ("default", "scalar", "warp")
 # axpy: ``y += alpha * x`` (or ``y -= alpha * x``) in place, for the Krylov solvers.
 # It must round exactly as NumPy's ``y -= alpha * x`` (the product rounded, then the
 # sum rounded), because the solvers' iterates are tested equal to SciPy's, which
-# computes it so. BLAS ?axpy alone is faster but fuses the multiply-add (FMA): one
-# rounding instead of two, and GMRES amplified that to a relative 5e-6 after 20
-# Arnoldi steps. So the product goes through NumPy into a reused scratch buffer and
-# only the sum through BLAS, as ?axpy(scratch, y, a=+-1.0): 1.0 * s is exact, so the
-# fused operation rounds once, exactly as NumPy's add or subtract does.
-# Measured on 2**20 float64 (2-core EPYC, medians of 60, three runs, ms):
-#   y -= t * x (NumPy, a temporary)          0.85-1.00
-#   multiply into scratch + daxpy(a=-1.0)    0.66-0.77   (bit-identical to the line above)
-#   daxpy(x, y, a=-t) (fused, not identical) 0.13-0.18
-# Below _BLAS_MIN elements the NumPy expression is as fast and the scratch not worth it.
-_BLAS_MIN = 1 << 14
-_BLAS_AXPY = None  # dtype -> ?axpy, or {} without SciPy; imported on first use
+# computes it so: BLAS ?axpy fuses the multiply-add (one rounding), and GMRES
+# amplified that to a relative 5e-6 after 20 Arnoldi steps. So it is NumPy's two
+# ufuncs without the temporary: the product goes into a reused scratch buffer.
+# Measured on 2**20 float64, medians of 40 (ms; 16-core Xeon, taskset to 2 cores):
+#   y -= 0.37 * x (a temporary)                     1.96
+#   multiply into scratch, subtract in place         1.69
+#   the same cut in 2 parts over 2 threads           0.98 alone, but a loss inside
+#                                                    the solvers (backends/numpy/sparse.py)
+# scipy.linalg.blas daxpy for the sum was tried and dropped: SciPy's OpenBLAS thread
+# pool then contended with NumPy's, and gmres on Poisson 1024^2 ran 2.1x slower than
+# SciPy on 2 cores, 3.9x on 16.
+AXPY_SCRATCH_MIN = 1 << 16
 _scratch = threading.local()
-
-
-def _blas_axpy():
-    global _BLAS_AXPY
-    if _BLAS_AXPY is None:
-        try:
-            from scipy.linalg.blas import daxpy, saxpy
-
-            _BLAS_AXPY = {np.dtype(np.float64): daxpy, np.dtype(np.float32): saxpy}
-        except ImportError:  # pragma: no cover - exercised only without SciPy
-            _BLAS_AXPY = {}
-    return _BLAS_AXPY
 
 
 def axpy(alpha, x: np.ndarray, y: np.ndarray, subtract: bool = False) -> None:
@@ -57,9 +45,7 @@ def axpy(alpha, x: np.ndarray, y: np.ndarray, subtract: bool = False) -> None:
     0-d array of that dtype.
     """
     n = y.shape[0]
-    f = (_BLAS_AXPY if _BLAS_AXPY is not None else _blas_axpy()).get(y.dtype)
-    if (f is None or n < _BLAS_MIN or y.ndim != 1 or x.dtype != y.dtype
-            or not (y.flags.c_contiguous and x.flags.c_contiguous)):
+    if n < AXPY_SCRATCH_MIN or y.ndim != 1 or x.dtype != y.dtype:
         if subtract:
             y -= alpha * x
         else:
@@ -70,7 +56,7 @@ def axpy(alpha, x: np.ndarray, y: np.ndarray, subtract: bool = False) -> None:
         s = _scratch.buf = np.empty(n, dtype=y.dtype)
     s = s[:n]
     np.multiply(x, alpha, out=s)
-    f(s, y, a=-1.0 if subtract else 1.0)
+    (np.subtract if subtract else np.add)(y, s, out=y)
 
 
 def dense_matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:

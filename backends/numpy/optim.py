@@ -24,11 +24,13 @@ on the CPU.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from tessera_array import _dtypes
+
+from ._threads import pool as _pool
+from ._threads import threads as _threads
 
 __all__ = ["adafactor_step", "adam_step", "adamw_step", "register", "sgd_step"]
 
@@ -36,27 +38,6 @@ __all__ = ["adafactor_step", "adam_step", "adamw_step", "register", "sgd_step"]
 # host: smaller blocks lose to thread hand-offs of the GIL, larger ones to the cache.
 BLOCK_BYTES = 1 << 20
 PARALLEL_MIN = 1 << 20  # elements in one call before the blocks are shared among threads
-_POOL = None
-
-
-def _threads() -> int:
-    """Threads for a large call: the cores this process may use, at most 16."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        usable = os.cpu_count() or 1
-    return max(1, min(usable, 16))
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = ThreadPoolExecutor(_threads(), thread_name_prefix="tessera-optim")
-    return _POOL
-
-
 def _work(tensors, block: int) -> list:
     """Same-position views of each tensor's arrays, one tuple per block (Nones kept).
 

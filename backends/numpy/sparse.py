@@ -24,6 +24,14 @@ from tessera_array import _dtypes
 
 VARIANTS = ("default", "scalar", "warp")
 
+# One call of SciPy's routine, on purpose. Cutting the rows into ranges that threads
+# compute (csr_matvec releases the GIL; the sums are bit-identical) is 2x faster in
+# isolation on Poisson 1024^2 (16-core Xeon, 2 cores: 7.85 -> 3.88 ms; 16: 4.99 ->
+# 1.42 ms with 8 threads), but inside cg and gmres, between NumPy's BLAS dot products,
+# it lost: tessera/SciPy per iteration went from 0.98 / 0.99 to 1.09 / 1.22 (2 cores)
+# and from 1.31 to 1.96 on Poisson 256^2 float32 (threaded axpy in the same run;
+# likely OpenBLAS's spinning worker threads contending with the pool). Not retried.
+
 _routines = None  # (csr_matvec, csr_matvecs), or () without SciPy; imported on first use
 
 
