@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["MAX_THREADS", "pool", "run_parts", "threads"]
+__all__ = ["MAX_THREADS", "pool", "threads"]
 
 MAX_THREADS = 16
 _POOL = None
@@ -35,13 +35,3 @@ def pool():
         _POOL = ThreadPoolExecutor(threads(), thread_name_prefix="tessera-numpy")
     return _POOL
 
-
-def run_parts(fn, cuts) -> None:
-    """``fn(cuts[i], cuts[i + 1])`` for each part: the others in the pool, the last on
-    the calling thread; returns when all are done (re-raising the first error)."""
-    futures = [pool().submit(fn, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 2)]
-    try:
-        fn(cuts[-2], cuts[-1])
-    finally:
-        for f in futures:
-            f.result()
