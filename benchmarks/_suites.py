@@ -88,8 +88,9 @@ SUITES = {
         ),
         Suite(
             "attention",
-            "flash attention against its reference and torch SDPA",
-            "tessera_array.nn.attention:flash_attention",
+            "nn.attention forward/backward against torch's CPU SDPA and naive NumPy",
+            "tessera_array.nn:attention",
+            "benchmarks.attention",
         ),
         Suite(
             "optim",

@@ -9,7 +9,7 @@ backend loads or ``TESSERA_DEVICE`` says otherwise).
 __version__ = "0.1.0"
 __array_api_version__ = "2025.12"
 
-from . import fft, linalg, random
+from . import fft, linalg, nn, random
 from ._array import Array
 from ._constants import *
 from ._constants import __all__ as _constants_all
@@ -66,6 +66,7 @@ __all__ = (
         "set_default_device",
         "linalg",
         "fft",
+        "nn",
         "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
         "float32", "float64", "complex64", "complex128",
     ]

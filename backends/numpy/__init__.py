@@ -123,5 +123,9 @@ class NumpyBackend:
 
         philox.register(registry, self.name)
 
+        from . import attention
+
+        attention.register(registry, self.name)
+
 
 backend = NumpyBackend()
