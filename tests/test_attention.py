@@ -583,3 +583,116 @@ def test_default_scale_and_empty(device):
     out, lse = nn.attention(q, k[:, :, :0], v[:, :, :0], return_lse=True)
     assert out.shape == (2, 4, 8, 16) and np.all(_np(out) == 0) and np.all(np.isneginf(_np(lse)))
     del rng
+
+
+# ---- NumPy kernel paths: the folded shift, one-call products, the OpenBLAS hold ---------
+
+
+def _kern(device):
+    if device._backend.name != "numpy":
+        pytest.skip("a NumPy-backend kernel path")
+    from tessera_array.backends.numpy import attention as kern
+
+    return kern
+
+
+FOLD_CASES = ["plain", "causal", "causal_br_sq>sk", "bool_mask", "additive_mask", "gqa",
+              "window_causal_br"]
+
+
+@pytest.mark.parametrize("growth", [1.0, 12.0])
+@pytest.mark.parametrize("case", FOLD_CASES)
+def test_folded_shift_matches_plain_passes(device, monkeypatch, case, growth):
+    """FOLD (scores come out of the product already shifted by the running max) and the
+    plain passes on the same inputs: both within RTOL of the float64 reference and
+    within float32 rounding of each other; late large keys force exact rescaling steps
+    (growth 12), an additive mask forces them on every tile; one fully masked row."""
+    kern = _kern(device)
+    _need_f64(device)
+    monkeypatch.setattr(kern, "BLOCK_Q", 16)
+    monkeypatch.setattr(kern, "BLOCK_K", 8)
+    c = next(c for c in CASES if c[0] == case)
+    rng = np.random.default_rng(19)
+    (q, k, v), (q64, k64, v64), kw, kw_ref = _problem(c, device, rng)
+    if growth != 1.0:
+        kn = _np(k).copy()
+        kn[..., kn.shape[-2] // 2:, :] *= growth
+        k, k64 = _arr(kn, device), _arr(kn.astype(np.float64), device)
+    ro, rl = attention_reference(q64, k64, v64, **kw_ref)
+    got = {}
+    for fold in (True, False):
+        monkeypatch.setattr(kern, "FOLD", fold)
+        out, lse = nn.attention(q, k, v, return_lse=True, **kw)
+        assert _rel(out, ro) <= RTOL, fold
+        rl_np = _np(rl)
+        fin = np.isfinite(rl_np)
+        assert np.array_equal(np.isneginf(_np(lse)), np.isneginf(rl_np))
+        assert np.abs(_np(lse)[fin] - rl_np[fin]).max() <= RTOL * np.abs(rl_np[fin]).max()
+        got[fold] = _np(out)
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-5, atol=1e-6)
+
+
+def test_one_call_products_under_the_blas_hold(device, monkeypatch):
+    """Products large enough to take OpenBLAS's hold (one BLAS call each, on the pool and
+    on the calling thread) against the cut products (no hold): the same results to
+    float32 rounding, deterministic, and OpenBLAS's thread count restored afterwards."""
+    kern = _kern(device)
+    _need_f64(device)
+    monkeypatch.setattr(kern, "BLOCK_Q", 32)
+    monkeypatch.setattr(kern, "BLOCK_K", 16)
+    monkeypatch.setattr(kern, "GEMM_MAX", 1024)  # 32 x 16 x 16 > GEMM_MAX: the hold
+    rng = np.random.default_rng(20)
+    c = next(c for c in CASES if c[0] == "causal")
+    (q, k, v), (q64, k64, v64), kw, kw_ref = _problem(c, device, rng)
+    ro, _ = attention_reference(q64, k64, v64, **kw_ref)
+    api = kern._blas_api()
+    before = api[0]() if api else None
+    runs = []
+    for pin, pmin in ((True, 0), (True, 1 << 62), (False, 0), (True, 0)):
+        monkeypatch.setattr(kern, "PIN_BLAS", pin)
+        monkeypatch.setattr(kern, "PARALLEL_MIN", pmin)
+        out = nn.attention(q, k, v, **kw)
+        assert _rel(out, ro) <= RTOL
+        runs.append(_np(out).copy())
+        if api:
+            assert api[0]() == before
+    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[3])
+    np.testing.assert_allclose(runs[0], runs[2], rtol=1e-5, atol=1e-6)
+
+
+def test_blas_hold_nests_and_restores(device):
+    """The hold sets OpenBLAS to one thread once, however nested, restores the saved
+    count when the last one exits (an exception included), and is a no-op when not
+    wanted or when NumPy's BLAS is not a pthreads OpenBLAS."""
+    kern = _kern(device)
+    api = kern._blas_api()
+    if not api:
+        with kern._blas_one_thread() as one:
+            assert one is False
+        return
+    before = api[0]()
+    with kern._blas_one_thread(False) as one:
+        assert one is False and api[0]() == before
+    with pytest.raises(RuntimeError, match="inner"), kern._blas_one_thread() as one:
+        assert one is True and api[0]() == 1
+        with kern._blas_one_thread() as two:
+            assert two is True and api[0]() == 1
+        assert api[0]() == 1
+        raise RuntimeError("inner")
+    assert api[0]() == before
+
+
+def test_mm_cuts_and_scratch(device):
+    """_mm: one call, cut into GEMM_MAX chunks (ragged rows included) or into scratch."""
+    kern = _kern(device)
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((103, 65)).astype(np.float32)
+    b = rng.standard_normal((65, 40)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    buf = np.full(103 * 40 + 7, np.nan, dtype=np.float32)
+    for gmax, scratch in ((0, None), (None, None), (4096, None), (65 * 40 * 9, buf), (0, buf)):
+        got = kern._mm(a, b, gmax, scratch)
+        assert got.shape == (103, 40)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+        if scratch is not None:
+            assert np.shares_memory(got, scratch)

@@ -16,7 +16,11 @@ output ``O``, and for each key block ``K_j, V_j`` of ``BLOCK_K`` keys::
     l  = a l + rowsum(P)                              (the undropped sum)
     O  = a O + (P * keep / (1 - p)) V_j               (dropout: keep from Philox)
 
-then ``O / l`` and ``lse = m + log(l)``. Lazy rescaling: after a row's first tile,
+then ``O / l`` and ``lse = m + log(l)``. Folded shift (``FOLD``, items with more than
+one key tile): Q carries an extra column ``-c`` and K^T an extra row of ones, so the
+first product yields ``S - c`` directly, ``c`` being the row's running max once finite
+(0 before); a lazy tile then goes product -> exp in place -> product, with no
+subtraction pass. Lazy rescaling: after a row's first tile,
 ``m`` is kept (no rowmax pass, ``a = 1``, no rescaling of ``l`` and ``O``) for any
 tile whose scores cannot exceed it by more than ``RESCALE_SLACK``, by the bound
 ``|s_ij| <= |scale q_i| |k_j|``; ``exp(S - m)`` then stays below ``e**20``. The
@@ -44,11 +48,15 @@ decisions come per tile from :func:`tessera_array.backends.numpy.philox.keep_blo
 a pure function of (seed, offset, bh, i, j): independent of tiling and threads.
 
 Threads: items run on a pool of one thread per usable core (at most 16); NumPy
-releases the GIL in matmul and in the ufuncs. Every matrix product goes through
-:func:`_mm`, which cuts it into batched BLAS calls of at most ``GEMM_MAX``
-multiply-adds: OpenBLAS runs those on the calling thread, so its own thread pool
-never fights this one (letting it thread a 512x1024x64 product from two pool
-threads on a busy 2-core machine measured 5-10x slower).
+releases the GIL in matmul and in the ufuncs. OpenBLAS's own thread pool must not
+fight this one (letting it thread a 512x1024x64 product from two pool threads on a
+busy 2-core machine measured 5-10x slower; threading the forward's 1024x128x64
+products from the calling thread alone, 4-12x slower). The forward holds OpenBLAS
+to one thread for the call (:class:`_blas_one_thread`: NumPy's bundled pthreads
+OpenBLAS, found by ctypes; process-wide, restored when the last holder exits) and
+then makes each product one BLAS call. Without the hold (another BLAS; the
+backward) every product goes through :func:`_mm` cut into batched calls of at most
+``GEMM_MAX`` multiply-adds, which OpenBLAS runs on the calling thread.
 
 Measurements (fp32, B=4 H=8 S=1024 D=64, ms, 2026-11-30). The 2-core EPYC (512 KiB
 L2 per core) is shared and was busy: single-thread CPU time, best of 4, against torch
@@ -76,11 +84,57 @@ sum) runs at L3 speed.
 ``PARALLEL_MIN``: on the busy EPYC the pool paid off from about 1M scores
 (4 heads x 512^2: 10.6 ms pooled against 11.6 ms on the calling thread; 8 x 256^2:
 7.3 against 6.3).
+
+Forward speed work for issue 5's target (tessera / torch SDPA <= 1.5, fp32 B=4 H=8
+S=1024 D=64), 2026-11-30, on the shared 2-core EPYC (load 1-3.5 from other users).
+Ratios: medians of paired rounds (each version and torch timed back to back in one
+process, /tmp scripts calling attention_fwd and F.scaled_dot_product_attention);
+``1c`` = ``taskset -c 0`` (torch on 1 thread), CPU time, 11 rounds; ``2c`` = both
+cores, wall time, 9 rounds. One column = one run; runs of the same code spread by
+about +-0.1 with the load. Predictions were written before measuring::
+
+    version                                  predicted   full 1c  2c   causal 1c  2c
+    v0  as committed (products cut to GEMM_MAX)  -          2.06  2.21      1.80  1.98
+    v1  v0 + folded shift (-m column in Q)    -5%        1.98  2.09      1.77  1.96
+        (with 31-row cuts, k = 65: 2.37 full 1c against 2.06: cuts now whole 8 rows)
+    v2  v0 + one BLAS call per product,       -13% (GEMM  1.62  1.83      1.53  1.68
+        OpenBLAS held to one thread           time -25%)
+    v3  v2 + folded shift (shipped)           -5%        1.68  1.70      1.42  1.68
+        (three more 1c runs of v2 -> v3: 1.71 -> 1.64 / 1.50 -> 1.45,
+        1.81 -> 1.74 / 1.52 -> 1.49; 2c 1.83 -> 1.70 / 1.68 -> 1.68)
+    last run, same process: v0                           1.86  2.03      1.69  1.82
+                            v3                           1.47  1.77      1.37  1.55
+
+The suite (``python -m benchmarks --suite attention --filter "fwd_vs_torch[full]"``,
+and ``[causal]``; ``taskset -c 0`` for 1c), v3, six 2c and two 1c runs: full 2c
+1.61-1.95, 1c 1.56-1.67; causal 2c 1.46-1.86, 1c 1.45-1.50 (v0: 2.33 full 2c, one run).
+
+v2 beat its prediction: cut products ran at 45-55 GFLOP/s against 68-74 in one
+call (OpenBLAS's per-call cost, about 3 us, on 7 us of work) and each cut product
+also allocated its output. v3 missed its: the subtract pass it removes is 34 us of a
+700-900 us tile (4-5%), but the first product gets an odd depth (65) and each item
+builds Q' and K'^T with the extra column; the net, about 3%, is below the noise.
+With the machine this loaded one pool thread does as well as two (calling thread
+only: 292 ms, pool: 319 ms; torch on 2 threads 180 ms, on 1: 171).
+
+What each cost (1 thread, one 1024x128 tile, D=64): each product 225-240 us
+(68-74 GFLOP/s; cut into 32-row calls 45-55 GFLOP/s: OpenBLAS's per-call cost,
+about 3 us, on 7 us of work), exp 190-340 us (float32 np.exp, AVX2 loop: 1.5-2.6
+ns/element here), subtract 34 us, row sum 16 us, O += 10 us. So the 8.6 GFLOP of
+the two products take >= 116 ms and exp >= 84 ms of a forward that torch does in
+150-175 ms on one thread: a floor of about 1.2 for this design. Tried and dropped:
+np.exp2 with log2(e) folded into the scale (2x slower: NumPy has no SIMD float32
+exp2 loop); tiles of 256-512 rows (slower) and of 256 keys (no clear difference);
+Q padded to 72 columns or the products transposed (no gain); the ones column of V
+for l (0-4%, within noise, and with dropout l must be the undropped sum while the
+product sums the dropped P: lse would then round differently with and without
+dropout, which tests/test_attention.py forbids).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -96,13 +150,21 @@ BLOCK_K_BWD = 256  # backward: keys per tile
 # Problems with fewer score elements (Sq*Sk summed over heads) run on the calling
 # thread: below it a pool hand-off costs more than it saves.
 PARALLEL_MIN = 1 << 20
-# The most multiply-adds (M*N*K) of one BLAS call: OpenBLAS runs a GEMM this small on
-# the calling thread (its GEMM_MULTITHREAD_THRESHOLD, 4 * 65536; 64x64x64 measured
-# single-threaded, 64x128x64 not). See _mm.
+# The most multiply-adds (M*N*K) of one BLAS call where OpenBLAS is not held to one
+# thread (the backward; a BLAS other than NumPy's OpenBLAS): OpenBLAS runs a GEMM this
+# small on the calling thread (its GEMM_MULTITHREAD_THRESHOLD, 4 * 65536; 64x64x64
+# measured single-threaded, 64x128x64 not). See _mm and _run_items.
 GEMM_MAX = 1 << 18
 # Lazy rescaling (forward): the running max is raised only when a tile's scores could
 # exceed it by more than this (natural-log units; e**20 = 4.9e8, far from overflow).
 RESCALE_SLACK = 20.0
+# Forward: fold the shift by the running max into the first product (see the module
+# docstring); False: a separate subtraction pass (kept for the tests' comparison).
+FOLD = True
+# Forward: hold OpenBLAS to one thread for the call (PIN_BLAS) and then make each
+# product one BLAS call (BIG_GEMM) instead of cuts of GEMM_MAX.
+PIN_BLAS = True
+BIG_GEMM = True
 _POOL = None
 
 # Test hook: every output buffer is allocated here (tests poison it with NaN to
@@ -127,18 +189,29 @@ def _pool():
     return _POOL
 
 
-def _mm(a, b):
-    """``a @ b`` (2-D) in BLAS calls of at most ``GEMM_MAX`` multiply-adds each.
+def _mm(a, b, gmax=None, buf=None):
+    """``a @ b`` (2-D) in BLAS calls of at most ``gmax`` multiply-adds each.
 
-    The rows of ``a`` are cut into chunks of ``r`` rows and multiplied in one
-    batched ``np.matmul`` (a strided view of ``a``, no copy; any strides).
+    ``gmax`` None: ``GEMM_MAX``; 0: one call. The rows of ``a`` are cut into chunks
+    of ``r`` rows and multiplied in one batched ``np.matmul`` (a strided view of
+    ``a``, no copy; any strides). ``buf``: a flat scratch array the result may
+    occupy (its first ``m * n`` elements), instead of a new one.
     """
     m, k = a.shape
     n = b.shape[1]
-    if m * n * k <= GEMM_MAX:
-        return a @ b
-    r = max(1, GEMM_MAX // (n * k))
-    out = np.empty((m, n), dtype=np.result_type(a.dtype, b.dtype))
+    if gmax is None:
+        gmax = GEMM_MAX
+    if buf is None:
+        if not gmax or m * n * k <= gmax:
+            return a @ b
+        out = np.empty((m, n), dtype=np.result_type(a.dtype, b.dtype))
+    else:
+        out = buf[: m * n].reshape(m, n)
+        if not gmax or m * n * k <= gmax:
+            return np.matmul(a, b, out=out)
+    r = max(1, gmax // (n * k))
+    if r > 8:
+        r -= r % 8  # whole 8-row blocks (k = 65 would give 31 rows and a ragged block)
     c = m // r
     if c:
         s0, s1 = a.strides
@@ -157,6 +230,113 @@ def _run(fn, items, work: int) -> None:
         return
     for _ in _pool().map(fn, items):
         pass
+
+
+def _pooled(items, work: int) -> bool:
+    return work >= PARALLEL_MIN and len(items) >= 2 and _threads() >= 2
+
+
+def _run_items(fn, items, pooled: bool, big: bool = True) -> None:
+    """``fn(item, gmax)`` for every item; on the pool when ``pooled``.
+
+    OpenBLAS is held to one thread for the call (:func:`_blas_one_thread`) and each
+    product is then one BLAS call (``gmax`` 0); where it cannot be held, products
+    are cut to ``GEMM_MAX`` (see :func:`_mm`). The hold is wanted (``big``) only when
+    some product exceeds ``GEMM_MAX``. Even on the calling thread alone the hold
+    matters: letting OpenBLAS thread the 1024x128x64 products on the busy 2-core
+    machine measured 4-12x slower than the held pool.
+    """
+    with _blas_one_thread(big) as one:
+        gmax = 0 if one and BIG_GEMM else None
+        if not pooled:
+            for it in items:
+                fn(it, gmax)
+            return
+        for _ in _pool().map(fn, items, [gmax] * len(items)):
+            pass
+
+
+# OpenBLAS's thread count, held at 1 while a forward runs (see _blas_one_thread).
+_BLAS_LOCK = threading.Lock()
+_BLAS_STATE = {"api": None, "depth": 0, "saved": 0}
+
+
+def _blas_api():
+    """``(get, set)`` for the thread count of NumPy's OpenBLAS (pthreads build), or False.
+
+    Found through ctypes in the library NumPy's wheel bundles (``numpy.libs`` or
+    ``numpy/.dylibs``); any other BLAS (MKL, Accelerate, an OpenMP OpenBLAS): False.
+    ``openblas_set_num_threads_local`` is not used: in OpenBLAS's pthreads build it
+    sets the process-wide count too.
+    """
+    api = _BLAS_STATE["api"]
+    if api is not None:
+        return api
+    api = False
+    try:
+        import ctypes
+        import glob
+
+        base = os.path.dirname(np.__file__)
+        libs = sorted(glob.glob(os.path.join(base, os.pardir, "numpy.libs", "*openblas*"))
+                      + glob.glob(os.path.join(base, ".dylibs", "*openblas*")))
+        for path in libs:
+            lib = ctypes.CDLL(path)
+            for pre, suf in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
+                             ("openblas_", "")):
+                get = getattr(lib, f"{pre}get_num_threads{suf}", None)
+                put = getattr(lib, f"{pre}set_num_threads{suf}", None)
+                par = getattr(lib, f"{pre}get_parallel{suf}", None)
+                if get is None or put is None or par is None:
+                    continue
+                get.restype = par.restype = ctypes.c_int
+                put.argtypes = [ctypes.c_int]
+                put.restype = None
+                if par() == 1:  # 1: pthreads; 0: sequential; 2: OpenMP
+                    api = (get, put)
+                break
+            if api:
+                break
+    except (OSError, AttributeError):
+        api = False
+    _BLAS_STATE["api"] = api
+    return api
+
+
+class _blas_one_thread:
+    """Context: OpenBLAS on one thread (process-wide) while a forward runs.
+
+    Yields True when held (False: not ``wanted``, ``PIN_BLAS`` off, or no
+    :func:`_blas_api`). Nested and concurrent uses share one hold: the first saves
+    the count, the last restores it. Other threads' BLAS calls meanwhile run on one
+    thread too.
+    """
+
+    def __init__(self, wanted: bool = True):
+        self.wanted = wanted
+
+    def __enter__(self):
+        api = _blas_api() if PIN_BLAS and self.wanted else False
+        if not api:
+            self.held = False
+            return False
+        with _BLAS_LOCK:
+            st = _BLAS_STATE
+            if st["depth"] == 0:
+                st["saved"] = api[0]()
+                api[1](1)
+            st["depth"] += 1
+        self.held = True
+        return True
+
+    def __exit__(self, *exc):
+        if self.held:
+            with _BLAS_LOCK:
+                st = _BLAS_STATE
+                st["depth"] -= 1
+                if st["depth"] == 0:
+                    st["api"][1](st["saved"])
+        return False
 
 
 def _acc_dtype(dt: np.dtype) -> np.dtype:
@@ -253,7 +433,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
     (*L, Sq)`` of the accumulation dtype, both C-contiguous.
     """
     lead = q.shape[:-2]
-    sq, _d = q.shape[-2:]
+    sq, d = q.shape[-2:]
     sk, dv = v.shape[-2:]
     acc = _acc_dtype(q.dtype)
     out = _alloc(lead + (sq, dv), dtype=q.dtype)
@@ -264,26 +444,49 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
     bq = min(BLOCK_Q, max(sq, 1))
     # An additive mask may raise scores above the norm bound: always the exact step then.
     lazy = mask is None or mask.dtype == np.bool_
+    items = [(bh, i0) for bh in range(len(heads)) for i0 in range(0, sq, bq)]
+    work = len(heads) * sq * sk
+    pooled = _pooled(items, work)
 
-    def rows(item):
+    def rows(item, gmax):
         bh, i0 = item
         idx = heads[bh]
         i1 = min(i0 + bq, sq)
         n = i1 - i0
-        qs = np.multiply(q[idx][i0:i1], scale, dtype=acc)
         kk, vv = k[idx], v[idx]
         mk = None if mask is None else mask[idx]
+        ja, jb = band.keys(i0, i1, sk)
+        jb = max(ja, jb)  # (jb < 0 when no query of the block sees a key)
+        nk = jb - ja
+        fold = FOLD and nk > BLOCK_K  # (one tile: its step is the exact one anyway)
+        # Folded: Q' = [scale Q, -c] and K'^T = [K^T; 1], so Q' K'^T = S - c with c the
+        # shift of each row (its running max once finite, 0 before): on a lazy tile the
+        # scores come out of the product already shifted (no subtraction pass).
+        # K^T of the keys this block sees, contiguous (a transposed operand measured 20-30%
+        # slower in OpenBLAS's GEMM here), in the accumulation dtype: one copy per item.
+        if fold:
+            qs = np.empty((n, d + 1), dtype=acc)
+            np.multiply(q[idx][i0:i1], scale, out=qs[:, :d])
+            qs[:, d] = 0
+            kt = np.empty((d + 1, nk), dtype=acc)
+            kt[:d] = kk[ja:jb].T
+            kt[d] = 1
+            c = np.zeros(n, dtype=acc)  # the shift in Q's last column (finite)
+        else:
+            qs = np.multiply(q[idx][i0:i1], scale, dtype=acc)
+            kt = np.ascontiguousarray(kk[ja:jb].T, dtype=acc)
+        vs = vv[ja:jb] if vv.dtype == acc else vv[ja:jb].astype(acc)
         m = np.full(n, -np.inf, dtype=acc)
         l = np.zeros(n, dtype=acc)
         o = np.zeros((n, dv), dtype=acc)
-        ja, jb = band.keys(i0, i1, sk)
-        # K^T of the keys this block sees, contiguous (a transposed operand measured 20-30%
-        # slower in OpenBLAS's GEMM here), in the accumulation dtype: one copy per item.
-        kt = np.ascontiguousarray(kk[ja:jb].T, dtype=acc)
-        vs = vv[ja:jb] if vv.dtype == acc else vv[ja:jb].astype(acc)
         if lazy:
-            q_norm = np.sqrt(np.einsum("ij,ij->i", qs, qs))  # |scale * q_i|
-            k_norm = np.sqrt(np.einsum("ij,ij->j", kt, kt))  # |k_j|
+            qd, kd = (qs[:, :d], kt[:d]) if fold else (qs, kt)
+            q_norm = np.sqrt(np.einsum("ij,ij->i", qd, qd))  # |scale * q_i|
+            k_norm = np.sqrt(np.einsum("ij,ij->j", kd, kd))  # |k_j|
+        # Scratch for the two products of every tile (fresh 512 KiB arrays each tile
+        # would go back to the allocator each time).
+        sbuf = np.empty(n * BLOCK_K, dtype=acc) if nk > BLOCK_K else None
+        pbuf = np.empty(n * dv, dtype=acc) if nk > BLOCK_K else None
         for j0 in range(ja, jb, BLOCK_K):
             j1 = min(j0 + BLOCK_K, jb)
             # Only the rows of this block that see some key of this tile.
@@ -293,37 +496,41 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
                 continue
             a, b = ra - i0, rb - i0
             vj = vs[j0 - ja:j1 - ja]
-            s = _mm(qs[a:b], kt[:, j0 - ja:j1 - ja])
+            s = _mm(qs[a:b], kt[:, j0 - ja:j1 - ja], gmax, sbuf)  # S - c (folded) or S
             _mask_tile(s, mk, ra, rb, j0, j1, band.hidden(ra, rb, j0, j1))
             mb = m[a:b]
-            lb = l[a:b]
             ob = o[a:b]
             # Lazy rescaling: when no score of the tile can exceed the running max by more
             # than RESCALE_SLACK (|s_ij| <= |scale q_i| |k_j|), keep the max: no rowmax
             # pass, no rescaling of l and O; exp(S - m) <= e**RESCALE_SLACK stays finite.
-            # (m = -inf, NaN or inf fail the test and take the exact step.)
+            # (m = -inf, NaN or inf fail the test and take the exact step.) Folded, the
+            # product already subtracted c = m.
             if lazy and bool(np.all(q_norm[a:b] * k_norm[j0 - ja:j1 - ja].max()
                                     <= mb + RESCALE_SLACK)):
-                s -= mb[:, None]
+                if not fold:
+                    s -= mb[:, None]
                 np.exp(s, out=s)
-                lb += np.einsum("ij->i", s)
-                if dropout is not None:
-                    s *= _keep_scaled(dropout, sq, sk, bh, ra, rb, j0, j1, acc)
-                ob += _mm(s, vj)
-                continue
-            m_new = np.maximum(mb, s.max(axis=1))
-            # Rows that saw only masked keys so far keep m = -inf; shift them by 0.
-            m_safe = np.where(m_new == -np.inf, acc.type(0.0), m_new)
-            s -= m_safe[:, None]
-            np.exp(s, out=s)
-            alpha = np.exp(mb - m_safe)
-            lb *= alpha
+                alpha = None
+            else:
+                cb = c[a:b] if fold else None
+                m_new = np.maximum(mb, s.max(axis=1) + cb if fold else s.max(axis=1))
+                # Rows that saw only masked keys so far keep m = -inf; shift them by 0.
+                m_safe = np.where(m_new == -np.inf, acc.type(0.0), m_new)
+                s -= (m_safe - cb)[:, None] if fold else m_safe[:, None]
+                np.exp(s, out=s)
+                alpha = np.exp(mb - m_safe)
+                ob *= alpha[:, None]
+                m[a:b] = m_new
+                if fold:
+                    c[a:b] = m_safe
+                    qs[a:b, d] = -m_safe
+            lb = l[a:b]
+            if alpha is not None:
+                lb *= alpha
             lb += np.einsum("ij->i", s)
             if dropout is not None:
                 s *= _keep_scaled(dropout, sq, sk, bh, ra, rb, j0, j1, acc)
-            ob *= alpha[:, None]
-            ob += _mm(s, vj)
-            m[a:b] = m_new
+            ob += _mm(s, vj, gmax, pbuf)
         seen = l > 0
         with np.errstate(divide="ignore"):
             np.divide(o, l[:, None], out=o, where=seen[:, None])
@@ -332,8 +539,8 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
             if want_lse:
                 lse[idx][i0:i1] = np.where(seen, m + np.log(l), -np.inf)
 
-    items = [(bh, i0) for bh in range(len(heads)) for i0 in range(0, sq, bq)]
-    _run(rows, items, len(heads) * sq * sk)
+    # Products small enough for one BLAS call on the calling thread need no hold.
+    _run_items(rows, items, pooled, bq * min(BLOCK_K, sk) * d > GEMM_MAX)
     return out, lse
 
 
