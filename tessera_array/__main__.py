@@ -4,8 +4,9 @@ Commands
 --------
 ``info`` (the default)
     One row per backend: its name, whether it loaded (or why not), its library
-    versions, its devices and the dtypes of each device. ``--json`` prints the
-    same as JSON.
+    versions, its devices and the dtypes of each device; then, for each backend
+    with ``host_fallbacks()``, the functions that run on the host for want of a
+    native kernel. ``--json`` prints the same as JSON.
 ``kernels``
     The kernel registry's op x backend x dtype coverage matrix.
 """
@@ -36,7 +37,7 @@ def info_report() -> dict:
     for name, backend, reason in _discovery.backend_status():
         loaded = reason is None and backend is not None
         entry = {"name": name, "loaded": loaded, "reason": reason, "evidence": None,
-                 "versions": {}, "devices": []}
+                 "versions": {}, "devices": [], "host_fallbacks": []}
         if backend is not None:
             entry["versions"] = _safe(
                 lambda b=backend: dict(b.versions()),
@@ -49,6 +50,12 @@ def info_report() -> dict:
                     lambda err: [f"dtypes() failed: {type(err).__name__}: {err}"],
                 )
                 entry["devices"].append({"device": str(dev), "dtypes": dtypes})
+            listing = getattr(backend, "host_fallbacks", None)
+            if listing is not None:
+                entry["host_fallbacks"] = _safe(
+                    lambda: list(listing()),
+                    lambda err: [f"host_fallbacks() failed: {type(err).__name__}: {err}"],
+                )
         elif backend is not None:
             probe = getattr(backend, "plausibly_present", None)
             if probe is not None:
@@ -106,6 +113,13 @@ def format_info(report: dict) -> str:
         line(tuple("-" * len(h) for h in head)),
     ]
     out.extend(line(r) for r in rows)
+    for b in report["backends"]:
+        names = b.get("host_fallbacks")
+        if names:
+            out.append("")
+            out.append(f"{b['name']}: {len(names)} functions run on the host (no native "
+                       f"kernel yet):")
+            out.append("  " + ", ".join(names))
     return "\n".join(out)
 
 

@@ -37,7 +37,10 @@ class BackendLoadWarning(UserWarning):
 
 
 # (name, module path). The module exposes ``backend``.
-BUILTIN_BACKENDS = (("numpy", "tessera_array.backends.numpy"),)
+BUILTIN_BACKENDS = (
+    ("numpy", "tessera_array.backends.numpy"),
+    ("opencl", "tessera_array.backends.opencl"),
+)
 ENTRY_POINT_GROUP = "tessera_array.backends"
 
 _lock = threading.RLock()

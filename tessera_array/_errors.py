@@ -9,6 +9,8 @@ __all__ = [
     "BackendUnavailableError",
     "DeviceMismatchError",
     "DeviceNotFoundError",
+    "HostFallbackError",
+    "HostFallbackWarning",
     "ImplicitHostCopyError",
     "KernelCompileError",
     "KernelNotFoundError",
@@ -48,6 +50,15 @@ class KernelCompileError(TesseraError, RuntimeError):
 
 class ImplicitHostCopyError(TesseraError, TypeError):
     """An array on a non-host device was asked for an implicit host (NumPy) copy."""
+
+
+class HostFallbackError(TesseraError, RuntimeError):
+    """An op without a native kernel on the device would run on the host, and the
+    backend's host-fallback setting forbids it (the message names the function)."""
+
+
+class HostFallbackWarning(UserWarning):
+    """An op without a native kernel on the device ran on the host (fallback "warn")."""
 
 
 class ScalarOutOfRangeError(TesseraError, OverflowError, ValueError):

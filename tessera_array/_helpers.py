@@ -91,8 +91,12 @@ def default_complex(device=None) -> DType:
 def check_dtype_on_device(dtype: DType, device, func: str) -> None:
     """MissingCapabilityError when ``device`` cannot hold ``dtype``."""
     if not supports_dtype(device, dtype):
+        # A backend may name the capability the dtype needs (OpenCL: cl_khr_fp64).
+        probe = getattr(device._backend, "missing_capability", None)
+        need = probe(device, dtype) if probe is not None else None
+        lacks = f" (the device lacks {need})" if need else ""
         raise MissingCapabilityError(
-            f"{func}: device {device} does not support dtype {dtype}. Supported on "
+            f"{func}: device {device} does not support dtype {dtype}{lacks}. Supported on "
             f"{device}: {', '.join(d.name for d in device._backend.dtypes(device))}."
         )
 

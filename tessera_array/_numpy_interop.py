@@ -721,7 +721,9 @@ def _operand(obj, dev, label):
     if isinstance(obj, np.ndarray):
         if obj.dtype not in _dtypes.FROM_NUMPY:
             raise _Unmapped(f"an operand of dtype {obj.dtype}")
-        if not dev._backend.is_host:
+        # A 0-d array is what NumPy makes of a NumPy scalar inside its own scalar
+        # operators (``np.float64(1.5) < x``): taken as that scalar, as above.
+        if not dev._backend.is_host and obj.ndim != 0:
             raise DeviceMismatchError(
                 f"numpy.{label}: a NumPy array and an array on device {dev} were combined; "
                 f"tessera_array moves nothing between devices implicitly. Move the NumPy "

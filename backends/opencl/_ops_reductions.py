@@ -1,0 +1,317 @@
+"""Native reductions of the OpenCL backend: one work-item per output element.
+
+Each work-item walks its reduced elements in C order (:func:`._kernels.launch_reduce`).
+Integer sums and products wrap as NumPy's do; ``max``/``min`` propagate NaN;
+``argmax``/``argmin`` return the first extreme (the first NaN). Floating sums
+accumulate in float64 where the device has it (float32 input is rounded once at
+the end), in the input's precision otherwise; NumPy's pairwise summation rounds
+differently in the last bits. Searching, sorting, set and cumulative functions run
+through the host fallback.
+"""
+
+from __future__ import annotations
+
+from . import _kernels
+from ._ops_core import astype as _astype
+from ._ops_elementwise import _truth
+
+__all__ = ["all", "any", "argmax", "argmin", "count_nonzero", "cumulative_prod",
+           "cumulative_sum", "diff", "max", "mean", "min", "prod", "std", "sum", "var"]
+
+_CT = _kernels.CTYPE
+_SIGNED = {"char": "uchar", "short": "ushort", "int": "uint", "long": "ulong"}
+_REAL_OF = {"float2": "float", "double2": "double"}
+
+
+def _ct(npdt) -> str:
+    return "bool" if npdt.char == "?" else _CT[npdt.char]
+
+
+def _axes(a, axis) -> tuple:
+    nd = len(a.shape)
+    if axis is None:
+        return tuple(range(nd))
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(sorted(ax % nd if nd else ax for ax in axis))
+
+
+def _finish(a, axes, out, keepdims):
+    if keepdims:
+        shape = tuple(1 if d in axes else s for d, s in enumerate(a.shape))
+        return out.reshape(shape)
+    return out
+
+
+def _has_fp64(a) -> bool:
+    dev = _kernels.QUEUE_DEVICE[a.queue]
+    return dev._backend.capabilities(dev)["float64"]
+
+
+def _reduce(a, axis, keepdims, out_ct, acc_ct, init, step, final="acc", decl=""):
+    axes = _axes(a, axis)
+    if not axes:
+        # Nothing reduced: each element is its own reduction.
+        axes_shape = a.shape
+        out = _kernels.launch_reduce(a.reshape(a.shape + (1,)) if a.flags.c_contiguous
+                                     else _kernels.contiguous(a).reshape(a.shape + (1,)),
+                                     (len(axes_shape),), out_ct, acc_ct, init, step, final,
+                                     decl=decl)
+        return out
+    out = _kernels.launch_reduce(a, axes, out_ct, acc_ct, init, step, final, decl=decl)
+    return _finish(a, axes, out, keepdims)
+
+
+def _acc_type(t, a):
+    if t == "float" and _has_fp64(a):
+        return "double"
+    if t == "float2" and _has_fp64(a):
+        return "double2"
+    return t
+
+
+def _sum_step(t, acc):
+    if t in _SIGNED:
+        u = _SIGNED[t]
+        return f"acc = as_{t}(({u})(({u})acc + ({u})v));"
+    if t in ("float2", "double2"):
+        return f"acc += convert_{acc}(v);"
+    return "acc += v;"
+
+
+def _widen(a, dtype):
+    """``a`` cast to ``dtype``, or for None to NumPy's default: booleans and integers
+    narrower than 64 bits accumulate in int64 (unsigned: uint64)."""
+    if dtype is None:
+        kind = a.dtype.kind
+        if kind in "biu" and (kind == "b" or a.dtype.itemsize < 8):
+            from tessera_array import _dtypes
+
+            dtype = _dtypes.uint64 if kind == "u" else _dtypes.int64
+        else:
+            return a
+    if dtype._np != a.dtype:
+        a = _astype(a, dtype)
+    return a
+
+
+def sum(a, /, *, axis=None, dtype=None, keepdims=False):
+    """Sum over ``axis``; ``dtype`` (a DType or None) is the accumulation and result dtype."""
+    a = _widen(a, dtype)
+    t = _ct(a.dtype)
+    if t == "bool":
+        return _reduce(a, axis, keepdims, "bool", "uchar", "0", "acc |= v;")
+    acc = _acc_type(t, a)
+    final = "acc" if acc == t else f"convert_{t}(acc)" if t in _REAL_OF else f"({t})acc"
+    return _reduce(a, axis, keepdims, t, acc, f"({acc})0", _sum_step(t, acc), final)
+
+
+def prod(a, /, *, axis=None, dtype=None, keepdims=False):
+    """Product over ``axis``; ``dtype`` (a DType or None) is the accumulation and result dtype."""
+    a = _widen(a, dtype)
+    t = _ct(a.dtype)
+    if t == "bool":
+        return _reduce(a, axis, keepdims, "bool", "uchar", "1", "acc &= v;")
+    if t in _SIGNED:
+        u = _SIGNED[t]
+        step = f"acc = as_{t}(({u})(({u})acc * ({u})v));"
+    elif t in _REAL_OF:
+        step = f"acc = ({t})(fma(acc.x, v.x, -(acc.y * v.y)), fma(acc.x, v.y, acc.y * v.x));"
+        return _reduce(a, axis, keepdims, t, t, f"({t})(1, 0)", step)
+    else:
+        step = "acc *= v;"
+    return _reduce(a, axis, keepdims, t, t, f"({t})1", step)
+
+
+def _extreme(a, axis, keepdims, cmp):
+    t = _ct(a.dtype)
+    if t in _REAL_OF:  # NumPy orders complex numbers lexicographically
+        return _ARG_HOST["max" if cmp == ">" else "min"](a, axis=axis, keepdims=keepdims)
+    if t == "bool":
+        op = "|=" if cmp == ">" else "&="
+        return _reduce(a, axis, keepdims, "bool", "uchar", "0" if cmp == ">" else "1",
+                       f"acc {op} v;")
+    if t in ("float", "double"):
+        step = f"if (j == 0 || isnan(v) || v {cmp} acc) {{ if (!(j > 0 && isnan(acc))) acc = v; }}"
+    else:
+        step = f"if (j == 0 || v {cmp} acc) acc = v;"
+    return _reduce(a, axis, keepdims, t, t, f"({t})0", step)
+
+
+def max(a, /, *, axis=None, keepdims=False):
+    """Maximum over ``axis`` (NaNs propagate); the front end rejects empty reductions."""
+    return _extreme(a, axis, keepdims, ">")
+
+
+def min(a, /, *, axis=None, keepdims=False):
+    """Minimum over ``axis`` (NaNs propagate); the front end rejects empty reductions."""
+    return _extreme(a, axis, keepdims, "<")
+
+
+def mean(a, /, *, axis=None, keepdims=False):
+    """Arithmetic mean of a floating array over ``axis`` (NaN for an empty reduction)."""
+    t = _ct(a.dtype)
+    acc = _acc_type(t, a)
+    if t in _REAL_OF:
+        r = _REAL_OF[acc]
+        final = f"convert_{t}(acc / ({r})m)"
+    else:
+        final = f"({t})(acc / ({acc})m)"
+    return _reduce(a, axis, keepdims, t, acc, f"({acc})0", _sum_step(t, acc), final)
+
+
+def var(a, /, *, axis=None, correction=0.0, keepdims=False):
+    """Variance over ``axis`` (two passes: the mean, then squared deviations); real for
+    complex input; NaN where ``M - correction <= 0``."""
+    t = _ct(a.dtype)
+    axes = _axes(a, axis)
+    m = 1
+    for d in axes:
+        m *= a.shape[d]
+    mu = mean(a, axis=axes, keepdims=True)
+    acc = _acc_type(t, a)
+    if t in _REAL_OF:
+        r = _REAL_OF[t]
+        racc = _REAL_OF[acc]
+        dev = _kernels.launch_map(a.queue, "a0 - a1", None, [a, mu], t, shape=a.shape)
+        step = f"acc += ({racc})v.x * ({racc})v.x + ({racc})v.y * ({racc})v.y;"
+        out_t = r
+    else:
+        racc = acc
+        dev = _kernels.launch_map(a.queue, "a0 - a1", None, [a, mu], t, shape=a.shape)
+        step = f"acc += ({racc})v * ({racc})v;"
+        out_t = t
+    dof = m - correction
+    final = (f"({out_t})(acc / (({racc})m - ({racc}){float(correction)!r}))" if dof > 0
+             else f"({out_t})NAN")
+    return _reduce(dev, axes, keepdims, out_t, racc, f"({racc})0", step, final)
+
+
+def std(a, /, *, axis=None, correction=0.0, keepdims=False):
+    """Standard deviation: the square root of :func:`var`."""
+    v = var(a, axis=axis, correction=correction, keepdims=keepdims)
+    t = _ct(v.dtype)
+    return _kernels.launch_map(v.queue, "sqrt(a0)", v, [v], t)
+
+
+def any(a, /, *, axis=None, keepdims=False):
+    return _reduce(a, axis, keepdims, "bool", "uchar", "0",
+                   f"acc = acc || {_truth(_ct(a.dtype), 'v')};")
+
+
+def all(a, /, *, axis=None, keepdims=False):
+    return _reduce(a, axis, keepdims, "bool", "uchar", "1",
+                   f"acc = acc && {_truth(_ct(a.dtype), 'v')};")
+
+
+def count_nonzero(a, /, *, axis=None, keepdims=False):
+    return _reduce(a, axis, keepdims, "long", "long", "0",
+                   f"acc += {_truth(_ct(a.dtype), 'v')};")
+
+
+def _arg(a, axis, keepdims, cmp):
+    t = _ct(a.dtype)
+    if t in _REAL_OF:
+        return _ARG_HOST["argmax" if cmp == ">" else "argmin"](a, axis=axis, keepdims=keepdims)
+    bt = "uchar" if t == "bool" else t
+    if t in ("float", "double"):
+        step = (f"if (j == 0 || (!isnan(best) && (isnan(v) || v {cmp} best))) "
+                f"{{ best = v; acc = j; }}")
+    else:
+        step = f"if (j == 0 || v {cmp} best) {{ best = v; acc = j; }}"
+    if axis is None:
+        flat = _kernels.contiguous(a).reshape((a.size,))
+        out = _kernels.launch_reduce(flat, (0,), "long", "long", "0", step,
+                                     decl=f"{bt} best = 0;")
+        if keepdims:
+            out = out.reshape((1,) * len(a.shape))
+        return out
+    return _reduce(a, (axis % len(a.shape),), keepdims, "long", "long", "0", step,
+                   decl=f"{bt} best = 0;")
+
+
+def argmax(a, /, *, axis=None, keepdims=False):
+    return _arg(a, axis, keepdims, ">")
+
+
+def argmin(a, /, *, axis=None, keepdims=False):
+    return _arg(a, axis, keepdims, "<")
+
+
+def _make_arg_host():
+    from tessera_array.backends.numpy import _ops as _host_ops
+
+    from ._fallback import host_fallback
+
+    return {n: host_fallback(f"{n}[complex]", getattr(_host_ops, n))
+            for n in ("argmax", "argmin", "max", "min")}
+
+
+_ARG_HOST = _make_arg_host()
+
+
+def _scan(a, axis, dtype, include_initial, product):
+    if len(a.shape) == 0:
+        a = a.reshape((1,))
+    a = _widen(a, dtype)
+    t = _ct(a.dtype)
+    if t == "bool":  # only with dtype=bool: logical or / and, as NumPy's add/multiply
+        return _kernels.launch_scan(a, axis % len(a.shape), "uchar", "1" if product else "0",
+                                    "acc = acc & v;" if product else "acc = acc | v;",
+                                    include_initial)
+    if t in _SIGNED:
+        u = _SIGNED[t]
+        op = "*" if product else "+"
+        step = f"acc = as_{t}(({u})(({u})acc {op} ({u})v));"
+    elif t in _REAL_OF:
+        # NumPy's accumulate runs the scalar (non-SIMD) complex product: no FMA.
+        step = (f"acc = ({t})(acc.x * v.x - acc.y * v.y, acc.x * v.y + acc.y * v.x);"
+                if product else "acc += v;")
+    else:
+        step = f"acc = ({t})(acc {'*' if product else '+'} v);"
+    init = (f"({t})(1, 0)" if t in _REAL_OF else f"({t})1") if product else f"({t})0"
+    # Sequential in the result dtype, as NumPy's cumulative loops (bit for bit).
+    return _kernels.launch_scan(a, axis % len(a.shape), t, init, step, include_initial)
+
+
+def cumulative_sum(a, /, *, axis=0, dtype=None, include_initial=False):
+    """Cumulative sum along the int ``axis``; a 0-d ``a`` counts as one element."""
+    return _scan(a, axis, dtype, include_initial, False)
+
+
+def cumulative_prod(a, /, *, axis=0, dtype=None, include_initial=False):
+    """Cumulative product along the int ``axis``; a 0-d ``a`` counts as one element."""
+    return _scan(a, axis, dtype, include_initial, True)
+
+
+def diff(a, /, *, axis=-1, n=1, prepend=None, append=None):
+    """``n``-th forward difference along the int ``axis`` (booleans: ``not_equal``, as
+    NumPy); ``prepend``/``append`` are buffers of ``a``'s dtype or weak scalars."""
+    from ._ops_core import basic_view
+    from ._ops_elementwise import _scalar, not_equal, subtract
+    from ._ops_manipulation import _copy, concat
+
+    axis %= len(a.shape)
+    if prepend is not None or append is not None:
+        parts = []
+        for p in (prepend, a, append):
+            if p is None:
+                continue
+            if p.__class__ is not a.__class__:
+                shape = list(a.shape)
+                shape[axis] = 1
+                p = _kernels.launch_map(a.queue, "a0", None, [_scalar(p, a.dtype)],
+                                        _ct(a.dtype), shape=tuple(shape))
+            parts.append(p)
+        a = concat(parts, axis=axis)
+    if n == 0:
+        return _copy(a)
+    op = not_equal if a.dtype.char == "?" else subtract
+    for _ in range(n):
+        m = a.shape[axis]
+        hi = [slice(None)] * len(a.shape)
+        lo = list(hi)
+        hi[axis] = slice(1, None)
+        lo[axis] = slice(None, m - 1 if m else 0)
+        a = op(basic_view(a, tuple(hi)), basic_view(a, tuple(lo)))
+    return a

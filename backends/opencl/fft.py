@@ -1,0 +1,408 @@
+"""FFT launchers of the OpenCL backend (``kernels/opencl/fft.cl``).
+
+The NumPy backend's contract (:mod:`tessera_array.backends.numpy.fft`, and the
+module docstring of :mod:`tessera_array.fft`): ``launcher(a, s, axes, norm, forward)``
+on ``pyopencl.array.Array`` buffers, ``a`` of any strides, ``axes`` distinct
+non-negative ints, ``s`` the logical length per axis (input cut or zero-padded),
+``norm`` one of ``"backward"``, ``"ortho"``, ``"forward"``; the result is a fresh
+C-ordered array of the input's precision on ``a``'s queue and allocator.
+
+==========  ======================  ==============================================
+op          dtypes (input)          computes
+==========  ======================  ==============================================
+fft_c2c     complex64, complex128   ``fftn`` (``forward=True``) / ``ifftn``
+fft_r2c     float32, float64        ``rfftn`` (``forward=True``) / ``ihfftn``
+fft_c2r     complex64, complex128   ``hfftn`` (``forward=True``) / ``irfftn``
+==========  ======================  ==============================================
+
+How: the input is gathered into a contiguous complex block; each transformed axis
+is moved last (a gather that also cuts or zero-pads it to ``s``), transformed as a
+batch of rows, and moved back. A row length that is a power of two runs Stockham
+radix-2 passes (one launch per pass); any other length runs Bluestein's algorithm
+through a power-of-two FFT of at least ``2n - 1`` points. Twiddle tables and
+Bluestein's chirp and filter are computed on the host in double, once per
+``(context, n, dtype)``, and kept (:func:`clear_plans`). ``rfftn``/``ihfftn`` are the
+complex transform of the real input cut to ``s[-1] // 2 + 1`` points on the last
+axis; ``irfftn`` transforms the leading axes, extends the last one Hermitian to
+``s[-1]`` points and keeps the real part; ``hfftn`` is ``irfftn`` of the conjugate
+with the normalization mirrored (the NumPy backend's identity). Normalization is
+one scaling at the end.
+
+Measured (``python -m benchmarks.opencl_kernels``, 64 rows, NumPy launcher time /
+ours, 2026-11-30): NVIDIA H200 OpenCL c2c complex64 4096 0.42, 4095 (Bluestein) 0.20,
+r2c 0.16-0.18 against the host's pocketfft; PoCL 3.0 on a shared 2-core EPYC (16
+rows) 0.08-0.18. Each radix-2 pass is a launch (12 for 4096 points), and a launch
+with its sync costs 0.05-0.3 ms on PoCL: slow, correct, and the first thing to
+improve (radix-4/8 passes, or one work-group per row in local memory: a first such
+kernel ran no faster on PoCL 3.0, 16 x 4096, and could not be measured on a GPU in
+time, so it was left out).
+
+The plan-cache object of :func:`tessera_array.fft.get_plan_cache` is
+:class:`OpenclPlanCache` (the kept twiddle tables and Bluestein plans of a device).
+Not yet: radix-4/8 passes (radix-2 only), a measured comparison with pyvkfft (not
+installed here).
+float64/complex128 only on devices with ``cl_khr_fp64``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tessera_array import _dtypes
+
+from . import _programs
+
+__all__ = ["clear_plans", "fft_c2c", "fft_c2r", "fft_r2c", "register"]
+
+FILE = "fft.cl"
+WG = 64
+_COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64),
+            np.dtype(np.float64): np.dtype(np.complex128)}
+_REAL = {v: k for k, v in _COMPLEX.items()}
+_MIRROR = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+_plans: dict = {}  # (context, kind, n, dtype) -> device arrays
+_cla = None
+
+
+def clear_plans() -> None:
+    """Forget every kept twiddle table and Bluestein plan."""
+    _plans.clear()
+
+
+def _array_type():
+    global _cla
+    if _cla is None:
+        import pyopencl.array as cla
+
+        _cla = cla
+    return _cla
+
+
+def _kernels(func, context, cdtype, real_in=False):
+    dev = context.devices[0]
+    extra = ("-DIN_REAL",) if real_in else ()
+    opts = _programs.dtype_options(func, cdtype, dev, extra=extra)
+    return lambda name: _programs.kernel(context, FILE, opts, name)
+
+
+def _ceil(n, k=WG):
+    return -(-n // k) * k
+
+
+def _empty(queue, shape, dtype, like):
+    return _array_type().empty(queue, tuple(shape), dtype, allocator=like.allocator)
+
+
+def _c_strides(shape):
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return out[::-1]
+
+
+class _Ctx:
+    """What one launch needs: queue, dtypes, kernel getter, allocator source."""
+
+    def __init__(self, func, a, cdtype):
+        self.func = func
+        self.queue = _programs.queue_of(func, a)
+        self.context = a.context
+        self.cdtype = np.dtype(cdtype)
+        self.rdtype = _REAL[self.cdtype]
+        self.like = a
+        self.k = _kernels(func, a.context, cdtype)
+
+    def gather(self, src, out_shape, in_strides, in_lens, in_off=0, scale=1.0, conj=False,
+               real_in=False):
+        """A contiguous complex block of ``out_shape`` read from ``src`` (see fft.cl)."""
+        cla = _array_type()
+        out = _empty(self.queue, out_shape, self.cdtype, self.like)
+        total = math.prod(out_shape)
+        if total == 0:
+            return out
+        nd = len(out_shape)
+        meta = np.array(list(out_shape) + list(in_strides) + list(in_lens), np.int64)
+        meta_d = cla.to_device(self.queue, meta, allocator=self.like.allocator)
+        knl = (_kernels(self.func, self.context, self.cdtype, real_in=True) if real_in
+               else self.k)("tessera_fft_gather")
+        x = src.base_data if src.size else meta_d.base_data  # nothing is read then
+        knl(self.queue, (_ceil(total),), (WG,), np.int64(total), np.int32(nd),
+            meta_d.base_data, x, np.int64(in_off), self.rdtype.type(scale),
+            np.int32(bool(conj)), out.base_data)
+        return out
+
+    def contiguous(self, a, scale=1.0, conj=False, real_in=False):
+        size = a.dtype.itemsize
+        return self.gather(a, a.shape, [st // size for st in a.strides], a.shape,
+                           a.offset // size, scale, conj, real_in)
+
+    def twiddles(self, n):
+        key = (self.context, "tw", n, self.cdtype)
+        hit = _plans.get(key)
+        if hit is None:
+            t = np.exp(-2j * np.pi * np.arange(n // 2) / n).astype(self.cdtype)
+            hit = _plans[key] = _array_type().to_device(self.queue, t)
+        return hit
+
+    def bluestein(self, n):
+        key = (self.context, "bluestein", n, self.cdtype)
+        hit = _plans.get(key)
+        if hit is None:
+            m = 1 << (2 * n - 2).bit_length()  # a power of two >= 2n - 1
+            k = np.arange(n, dtype=np.int64)
+            chirp = np.exp(-1j * np.pi * ((k * k) % (2 * n)) / n)  # exact angle mod 2 pi
+            filt = np.zeros(m, np.complex128)
+            filt[:n] = np.conj(chirp)
+            filt[m - n + 1:] = np.conj(chirp[1:][::-1])
+            cla = _array_type()
+            hit = _plans[key] = (m, cla.to_device(self.queue, chirp.astype(self.cdtype)),
+                                 cla.to_device(self.queue, np.fft.fft(filt).astype(self.cdtype)))
+        return hit
+
+    def rows(self, w, n, batch, sign):
+        """The unnormalized transform of the ``batch`` contiguous rows of ``n`` points of
+        ``w`` (exponent sign ``sign``); ``w`` may be overwritten."""
+        if n == 1 or batch == 0:
+            return w
+        if n & (n - 1) == 0:
+            return self._radix2(w, n, batch, sign)
+        m, chirp, filt = self.bluestein(n)
+        q = self.queue
+        a = _empty(q, (batch, m), self.cdtype, self.like)
+        self.k("tessera_fft_chirp_in")(q, (_ceil(m), batch), (WG, 1), np.int32(n), np.int32(m),
+                                       w.base_data, chirp.base_data, np.int32(sign),
+                                       a.base_data)
+        a = self._radix2(a, m, batch, -1)
+        self.k("tessera_fft_pointwise")(q, (_ceil(m), batch), (WG, 1), np.int32(m), a.base_data,
+                                        filt.base_data, np.int32(sign))
+        a = self._radix2(a, m, batch, +1)
+        y = _empty(q, (batch, n), self.cdtype, self.like)
+        self.k("tessera_fft_chirp_out")(q, (_ceil(n), batch), (WG, 1), np.int32(n),
+                                        np.int32(m), a.base_data, chirp.base_data,
+                                        np.int32(sign), y.base_data)
+        return y
+
+    def _radix2(self, w, n, batch, sign):
+        q = self.queue
+        tw = self.twiddles(n)
+        other = _empty(q, w.shape, self.cdtype, self.like)
+        knl = self.k("tessera_fft_radix2")
+        half = n // 2
+        wg = min(WG, half)
+        src, dst = w, other
+        ns = 1
+        while ns < n:
+            knl(q, (_ceil(half, wg), batch), (wg, 1), np.int32(n), np.int32(ns), np.int32(sign),
+                tw.base_data, src.base_data, dst.base_data)
+            src, dst = dst, src
+            ns *= 2
+        return src
+
+    def axis(self, w, ax, n, sign):
+        """``w`` (contiguous) transformed along ``ax``, cut or padded to ``n`` points."""
+        shape = list(w.shape)
+        st = _c_strides(shape)
+        nd = len(shape)
+        other = [d for d in range(nd) if d != ax]
+        batch = math.prod(shape[d] for d in other)
+        if ax == nd - 1 and shape[ax] == n:
+            rows = w
+        else:
+            rows = self.gather(w, [shape[d] for d in other] + [n], [st[d] for d in other]
+                               + [st[ax]], [shape[d] for d in other] + [shape[ax]])
+        rows = self.rows(rows, n, batch, sign)
+        res_shape = list(shape)
+        res_shape[ax] = n
+        if ax == nd - 1:
+            return rows.reshape(res_shape)
+        rst = _c_strides([shape[d] for d in other] + [n])
+        strides = [rst[-1] if d == ax else rst[other.index(d)] for d in range(nd)]
+        return self.gather(rows, res_shape, strides, res_shape)
+
+
+def _scale(norm, inverse, total):
+    if norm == "ortho":
+        return 1.0 / math.sqrt(total)
+    if (norm == "backward") == inverse:
+        return 1.0 / total
+    return 1.0
+
+
+def _check(func, a, s, axes, norm, kinds):
+    cla = _array_type()
+    _programs.check_array(func, "a", a, cla.Array)
+    if a.dtype not in kinds:
+        raise TypeError(f"{func}: a must be {' or '.join(sorted(str(k) for k in kinds))}. "
+                        f"Received: a.dtype={a.dtype}")
+    if norm not in _MIRROR:
+        raise ValueError(f"{func}: norm must be 'backward', 'ortho' or 'forward'. "
+                         f"Received: norm={norm!r}")
+    axes, s = tuple(int(x) for x in axes), tuple(int(n) for n in s)
+    if not axes or len(axes) != len(s) or len(set(axes)) != len(axes) \
+            or any(not 0 <= x < a.ndim for x in axes) or any(n < 1 for n in s):
+        raise ValueError(f"{func}: axes must be distinct axes of a, with one length >= 1 "
+                         f"each in s. Received: a.shape={a.shape}, s={s}, axes={axes}")
+    return s, axes
+
+
+def fft_c2c(a, s, axes, norm, forward):
+    """Complex-to-complex: ``fftn`` (forward) or ``ifftn`` of ``a`` over ``axes``."""
+    func = "fft_c2c"
+    s, axes = _check(func, a, s, axes, norm, (np.dtype(np.complex64), np.dtype(np.complex128)))
+    c = _Ctx(func, a, a.dtype)
+    shape = list(a.shape)
+    for ax, n in zip(axes, s):
+        shape[ax] = n
+    if math.prod(shape) == 0:
+        return _empty(c.queue, shape, c.cdtype, a)
+    w = c.contiguous(a)
+    for ax, n in zip(axes, s):
+        w = c.axis(w, ax, n, -1 if forward else +1)
+    scale = _scale(norm, not forward, math.prod(s))
+    return w if scale == 1.0 else c.contiguous(w, scale)
+
+
+def fft_r2c(a, s, axes, norm, forward):
+    """Real-to-complex: ``rfftn`` (forward) or ``ihfftn``; last axis cut to ``s[-1]//2 + 1``."""
+    func = "fft_r2c"
+    s, axes = _check(func, a, s, axes, norm, tuple(_COMPLEX))
+    c = _Ctx(func, a, _COMPLEX[a.dtype])
+    shape = list(a.shape)
+    for ax, n in zip(axes, s):
+        shape[ax] = n
+    last = axes[-1]
+    out_shape = list(shape)
+    out_shape[last] = s[-1] // 2 + 1
+    if math.prod(out_shape) == 0:
+        return _empty(c.queue, out_shape, c.cdtype, a)
+    w = c.contiguous(a, real_in=True)
+    for ax, n in zip(axes, s):
+        w = c.axis(w, ax, n, -1 if forward else +1)
+    scale = _scale(norm, not forward, math.prod(s))
+    return c.gather(w, out_shape, _c_strides(shape), out_shape, scale=scale)
+
+
+def fft_c2r(a, s, axes, norm, forward):
+    """Complex-to-real: ``hfftn`` (forward) or ``irfftn``; ``s[-1]`` the real length."""
+    func = "fft_c2r"
+    s, axes = _check(func, a, s, axes, norm, (np.dtype(np.complex64), np.dtype(np.complex128)))
+    c = _Ctx(func, a, a.dtype)
+    if forward:  # hfftn(a) = irfftn(conj(a)) with the normalization mirrored
+        norm = _MIRROR[norm]
+    shape = list(a.shape)
+    for ax, n in zip(axes[:-1], s[:-1]):
+        shape[ax] = n
+    last, n = axes[-1], s[-1]
+    out_shape = list(shape)
+    out_shape[last] = n
+    if math.prod(out_shape) == 0:
+        return _empty(c.queue, out_shape, c.rdtype, a)
+    w = c.contiguous(a, conj=forward)
+    for ax, m in zip(axes[:-1], s[:-1]):
+        w = c.axis(w, ax, m, +1)
+    # the last axis: moved last, cut or padded to n//2 + 1, extended Hermitian to n
+    nd = len(shape)
+    st = _c_strides(shape)
+    other = [d for d in range(nd) if d != last]
+    m_in = n // 2 + 1
+    batch = math.prod(shape[d] for d in other)
+    rows = c.gather(w, [shape[d] for d in other] + [m_in], [st[d] for d in other] + [st[last]],
+                    [shape[d] for d in other] + [shape[last]])
+    full = _empty(c.queue, (batch, n), c.cdtype, a)
+    c.k("tessera_fft_hermitian")(c.queue, (_ceil(n), batch), (WG, 1), np.int32(n),
+                                 np.int32(m_in), rows.base_data, np.int32(0), full.base_data)
+    full = c.rows(full, n, batch, +1)
+    if last != nd - 1:
+        rst = _c_strides([shape[d] for d in other] + [n])
+        strides = [rst[-1] if d == last else rst[other.index(d)] for d in range(nd)]
+        full = c.gather(full, out_shape, strides, out_shape)
+    total = math.prod(out_shape)
+    out = _empty(c.queue, out_shape, c.rdtype, a)
+    c.k("tessera_fft_real")(c.queue, (_ceil(total),), (WG,), np.int64(total), full.base_data,
+                            c.rdtype.type(_scale(norm, True, math.prod(s))), out.base_data)
+    return out
+
+
+class OpenclPlanCache:
+    """The twiddle tables and Bluestein plans kept for one device's context.
+
+    Counted and sized exactly (they are this module's own device arrays); unbounded
+    (``max_size`` and ``max_memory`` are None and cannot be set); ``clear()`` drops
+    them. The compiled FFT programs are kept by ``_programs`` for the whole process
+    and are not counted here.
+    """
+
+    def __init__(self, device):
+        self._device = device
+
+    def _entries(self):
+        from . import _kernels
+
+        ctx = _kernels.queue_of(self._device).context
+        return [(k, v) for k, v in list(_plans.items()) if k[0] == ctx]
+
+    @property
+    def size(self) -> int:
+        return len(self._entries())
+
+    @property
+    def max_size(self):
+        return None
+
+    @max_size.setter
+    def max_size(self, value):
+        raise NotImplementedError(
+            "PlanCache.max_size: the opencl backend keeps its FFT plans unbounded; call "
+            f"clear() to drop them. Received: max_size={value!r}")
+
+    @property
+    def memsize(self) -> int:
+        total = 0
+        for _, v in self._entries():
+            for a in (v if isinstance(v, tuple) else (v,)):
+                total += getattr(a, "nbytes", 0)
+        return int(total)
+
+    @property
+    def max_memory(self):
+        return None
+
+    @max_memory.setter
+    def max_memory(self, value):
+        raise NotImplementedError(
+            "PlanCache.max_memory: the opencl backend keeps its FFT plans unbounded; call "
+            f"clear() to drop them. Received: max_memory={value!r}")
+
+    def clear(self) -> None:
+        """Drop this device's twiddle tables and Bluestein plans."""
+        for k, _ in self._entries():
+            _plans.pop(k, None)
+
+    def info(self) -> dict:
+        return {"backend": "opencl", "device": str(self._device), "size": self.size,
+                "max_size": None, "memsize": self.memsize, "max_memory": None,
+                "holds": "twiddle tables and Bluestein chirp/filter arrays on the device",
+                "clearable": True}
+
+    def show(self) -> None:
+        """Print :meth:`info`, one field a line."""
+        for key, value in self.info().items():
+            print(f"{key}: {value}")
+
+
+def _plan_cache(device=None):
+    """The plan cache of ``device`` (read by tessera_array.fft.get_plan_cache)."""
+    return OpenclPlanCache(device)
+
+
+for _fn in (fft_c2c, fft_r2c, fft_c2r):
+    _fn.plan_cache = _plan_cache
+
+
+def register(registry, backend_name: str) -> None:
+    registry.register("fft_c2c", backend_name, _dtypes.COMPLEX_FLOATING, fft_c2c)
+    registry.register("fft_r2c", backend_name, _dtypes.REAL_FLOATING, fft_r2c)
+    registry.register("fft_c2r", backend_name, _dtypes.COMPLEX_FLOATING, fft_c2r)

@@ -1,0 +1,79 @@
+"""The dropout keep mask on the OpenCL backend (``kernels/opencl/philox.cl``).
+
+:func:`dropout_mask` is the ``dropout_mask`` launcher, with the NumPy backend's call
+signature (:func:`tessera_array.backends.numpy.philox.dropout_mask`): the whole keep
+mask of a score shape ``(..., Sq, Sk)`` as a C-contiguous bool ``pyopencl.array.Array``
+on ``device``'s queue. The keep decision is the integer-only contract of
+:mod:`tessera_array.random` (Philox4x32-10 in OpenCL C with ``mul_hi``), so the mask is
+bit-identical to the CPU's. :func:`keep_range` computes the mask of the rows
+``bh0 .. bh0 + nbh - 1`` alone (the attention kernels' counters far beyond 2**32
+blocks are tested through it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tessera_array import _dtypes
+
+from . import _programs
+
+__all__ = ["dropout_mask", "keep_range", "register"]
+
+FILE = "philox.cl"
+WG = 64  # work-group size of tessera_dropout_mask
+_MASK32 = 0xFFFFFFFF
+
+
+def _alloc(queue, shape, dtype):
+    """Every mask buffer is allocated here (tests poison it to prove full writes)."""
+    import pyopencl.array as cla
+
+    return cla.empty(queue, shape, dtype)
+
+
+def keep_range(queue, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
+               bh0: int, nbh: int):
+    """The keep mask (bool, ``(nbh, Sq, Sk)``) of the score rows ``bh0 .. bh0+nbh-1``."""
+    out = _alloc(queue, (nbh, Sq, Sk), np.bool_)
+    n = nbh * Sq * Sk
+    if n == 0:
+        return out
+    if threshold <= 0:
+        out.fill(True)
+        return out
+    c0 = bh0 * Sq * Sk
+    if c0 + n > 1 << 64:
+        raise ValueError(
+            "dropout_mask: the element counters must stay below 2**64. "
+            f"Received: bh0={bh0}, nbh={nbh}, Sq={Sq}, Sk={Sk}"
+        )
+    knl = _programs.kernel(queue.context, FILE, (), "tessera_dropout_mask")
+    blocks = ((c0 + n - 1) >> 2) - (c0 >> 2) + 1
+    wg = min(WG, queue.device.max_work_group_size)
+    evt = knl(queue, (-(-blocks // wg) * wg,), (wg,), np.uint64(c0), np.uint64(n),
+              np.uint32(seed & _MASK32), np.uint32(seed >> 32),
+              np.uint32(offset & _MASK32), np.uint32(offset >> 32), np.uint32(threshold),
+              out.base_data)
+    out.add_event(evt)
+    return out
+
+
+def dropout_mask(shape: tuple, seed: int, offset: int, threshold: int, device=None):
+    """The ``dropout_mask`` launcher: the whole keep mask of ``shape`` (..., Sq, Sk), bool.
+
+    ``device`` is the target opencl Device (the call has no array to take it from).
+    """
+    if device is None:
+        raise ValueError("dropout_mask: the opencl launcher needs device=. Received: device=None")
+    queue = device.backend.queue(device)
+    *lead, Sq, Sk = shape
+    bh = 1
+    for d in lead:
+        bh *= d
+    return keep_range(queue, seed, offset, threshold, Sq, Sk, 0, bh).reshape(tuple(shape))
+
+
+def register(registry, backend_name: str) -> None:
+    """Register the ``dropout_mask`` launcher (keyed on bool, the mask's dtype)."""
+    registry.register("dropout_mask", backend_name, _dtypes.bool, dropout_mask)

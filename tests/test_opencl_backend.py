@@ -1,0 +1,499 @@
+"""The OpenCL backend (backends/opencl) on whatever OpenCL device loads (PoCL in CI).
+
+Device listing, the float64 capability (faked away by monkeypatching the
+extension query), the host fallback's list and its "error" setting, the kernel
+cache, and every native elementwise kernel against NumPy on random inputs with
+special values, bit for bit where NumPy's result is exactly rounded.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tessera_array as xp
+from tessera_array import _discovery, _helpers
+
+_loaded = _discovery.loaded_backends()
+if "opencl" not in _loaded:
+    _status = {n: r for n, _, r in _discovery.backend_status()}
+    pytest.skip(f"opencl: {_status.get('opencl', 'not known')}", allow_module_level=True)
+
+from tessera_array.backends.numpy import _ops as host_ops
+from tessera_array.backends.opencl import (
+    _fallback,
+    _kernels,
+    _ops_core,
+    _ops_elementwise,
+    _ops_linalg,
+    set_host_fallback,
+)
+
+BACKEND = _loaded["opencl"]
+DEV = BACKEND.devices()[0]
+HAS_FP64 = BACKEND.capabilities(DEV)["float64"]
+SEED = 20261130
+
+FLOATS = ["float32", "float64"] if HAS_FP64 else ["float32"]
+COMPLEX = ["complex64", "complex128"] if HAS_FP64 else ["complex64"]
+INTS = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
+DTYPES = ["bool"] + INTS + FLOATS + COMPLEX
+
+
+# ---- devices ------------------------------------------------------------------------------
+
+
+def test_devices_are_listed_per_platform_then_device():
+    import pyopencl as cl
+
+    expected = [d for p in cl.get_platforms() for d in p.get_devices()]
+    devs = BACKEND.devices()
+    assert [str(d) for d in devs] == [f"opencl:{i}" for i in range(len(expected))]
+    assert [BACKEND.cl_device(d).int_ptr for d in devs] == [d.int_ptr for d in expected]
+    assert all(d.backend is BACKEND for d in devs)
+    assert BACKEND.priority < 0 and BACKEND.is_host is False
+    # One context and one in-order queue per device, made once.
+    assert BACKEND.queue(DEV) is BACKEND.queue(DEV)
+
+
+def test_never_the_default_device_by_itself():
+    code = ("import tessera_array as xp; from tessera_array import _discovery; "
+            "print(xp.asarray([1.0]).device, 'opencl' in _discovery.loaded_backends())")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TESSERA_DEVICE"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120, check=True).stdout.split()
+    assert out == ["cpu", "True"]
+
+
+def test_versions_and_info_list_the_fallbacks(capsys):
+    v = BACKEND.versions()
+    assert "pyopencl" in v and any(k.startswith("platform") for k in v)
+    from tessera_array.__main__ import main
+
+    main(["info"])
+    out = capsys.readouterr().out
+    names = BACKEND.host_fallbacks()
+    assert f"opencl: {len(names)} functions run on the host" in out
+    assert names[0] in out and names[-1] in out
+
+
+# ---- float64 capability -------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_fp64(monkeypatch):
+    """opencl:0 as a device without cl_khr_fp64 (the extension query is faked)."""
+    real = BACKEND.extensions(DEV)
+
+    def caches():
+        BACKEND._dtypes.clear()
+        _helpers._SUPPORTED.clear()
+
+    monkeypatch.setattr(BACKEND, "extensions", lambda device: real - {"cl_khr_fp64"})
+    caches()
+    yield DEV
+    monkeypatch.undo()
+    caches()
+
+
+def test_float64_needs_cl_khr_fp64(no_fp64):
+    dev = no_fp64
+    names = {d.name for d in BACKEND.dtypes(dev)}
+    assert "float64" not in names and "complex128" not in names and "float32" in names
+    with pytest.raises(xp.MissingCapabilityError,
+                       match=r"^asarray: device opencl:0 does not support dtype float64 "
+                             r"\(the device lacks cl_khr_fp64\)"):
+        xp.asarray(np.array([1.0, 2.0]), device=dev)
+    with pytest.raises(xp.MissingCapabilityError, match=r"^zeros: .*cl_khr_fp64"):
+        xp.zeros(3, dtype=xp.float64, device=dev)
+    x = xp.asarray(np.array([1.5, 2.5], dtype=np.float32), device=dev)
+    with pytest.raises(xp.MissingCapabilityError, match=r"^astype: .*cl_khr_fp64"):
+        xp.astype(x, xp.complex128)
+    with pytest.raises(xp.MissingCapabilityError, match=r"^from_host: .*lacks cl_khr_fp64"):
+        BACKEND.from_host(np.zeros(2), dev)
+    # Never a silent downcast; the defaults follow the device.
+    assert xp.asarray([1.0, 2.0], device=dev).dtype == xp.float32
+    assert xp.ones(2, device=dev).dtype == xp.float32
+    assert xp.__array_namespace_info__().default_dtypes(device=dev)["real floating"] == xp.float32
+    r = xp.sum(x)
+    assert r.dtype == xp.float32 and float(r) == 4.0
+
+
+# ---- the host fallback --------------------------------------------------------------------
+
+
+def test_fallback_list_is_sorted_and_names_what_runs_on_the_host():
+    names = BACKEND.host_fallbacks()
+    assert names == tuple(sorted(names)) and len(set(names)) == len(names)
+    assert "sort" in names and "kernel fft_c2c" not in names  # FFT kernels are native
+    assert "add" not in names and "sum" not in names  # native kernels
+    assert "divide[complex64, complex128]" in names or not HAS_FP64
+
+
+@pytest.fixture
+def fallback_mode():
+    yield set_host_fallback
+    set_host_fallback(_fallback._initial_mode())
+
+
+def test_fallback_error_and_warn_settings(fallback_mode):
+    x = xp.asarray(np.array([3.0, 1.0, 2.0], dtype=np.float32), device=DEV)
+    fallback_mode("error")
+    with pytest.raises(xp.HostFallbackError,
+                       match=r"^sort: no native OpenCL kernel; .*opencl:0.*"
+                             r"TESSERA_HOST_FALLBACK='error'"):
+        xp.sort(x)
+    assert xp.max(x + x).to_device("cpu") == 6.0  # native kernels still run
+    fallback_mode("warn")
+    with pytest.warns(xp.HostFallbackWarning, match=r"^sort: no native OpenCL kernel"):
+        r = xp.sort(x)
+    np.testing.assert_array_equal(np.asarray(r.to_device("cpu")), [1.0, 2.0, 3.0])
+    fallback_mode("allow")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xp.sort(x)
+    with pytest.raises(ValueError, match=r"^set_host_fallback: mode must be one of .*"
+                                         r"Received: mode='never'"):
+        fallback_mode("never")
+
+
+def test_fallback_env_setting_in_a_fresh_process():
+    code = ("import tessera_array as xp\n"
+            "x = xp.asarray([2.0, 1.0], device='opencl:0')\n"
+            "y = x + 1\n"
+            "try:\n    xp.sort(x)\nexcept xp.HostFallbackError as e:\n    print('refused', e)\n")
+    env = dict(__import__("os").environ, TESSERA_HOST_FALLBACK="error")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("refused sort: ")
+
+
+def test_kernel_fallbacks_write_back_in_place_updates():
+    from tessera_array._dispatch import lookup
+
+    y = xp.asarray(np.array([1.0, 2.0], dtype=np.float32), device=DEV)
+    x = xp.asarray(np.array([10.0, 20.0], dtype=np.float32), device=DEV)
+    axpy = lookup("axpy", DEV, xp.float32)
+    axpy(np.float32(0.5), x._data, y._data, False)
+    np.testing.assert_array_equal(np.asarray(y.to_device("cpu")), [6.0, 12.0])
+
+
+# ---- the kernel cache ---------------------------------------------------------------------
+
+
+def test_a_second_call_builds_nothing():
+    rng = np.random.default_rng(SEED)
+    a = xp.asarray(rng.standard_normal((5, 3)).astype(np.float32), device=DEV)
+    b = xp.asarray(rng.standard_normal(3).astype(np.float32), device=DEV)
+    for f in (lambda: a * b + 1.5, lambda: xp.sum(a, axis=0), lambda: a[1:, ::2]):
+        f().to_device("cpu")
+        before = _kernels.build_count()
+        f().to_device("cpu")
+        assert _kernels.build_count() == before
+    c = xp.asarray(rng.standard_normal((7, 3)).astype(np.float32), device=DEV)
+    before = _kernels.build_count()
+    (c * b + 1.5).to_device("cpu")  # another shape of the same rank: the same kernels
+    assert _kernels.build_count() == before
+
+
+# ---- elementwise kernels against NumPy -------------------------------------------------------
+
+_SPECIAL_F = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -1.5, 2.5, 1e-30, 3e38,
+              -7.0, 1e-45]
+# Functions whose NumPy results are libm's, which OpenCL may round differently
+# (within a few ulp): compared with a tolerance; everything else bit for bit.
+_INEXACT = {"acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp", "expm1",
+            "log", "log1p", "log2", "log10", "sin", "sinh", "tan", "tanh", "atan2", "hypot",
+            "pow", "logaddexp"}
+_UNARY = [n for n in _ops_elementwise.__all__ if n not in ("where", "clip")
+          and n not in _ops_elementwise._FLOAT_BINARY and n not in _ops_elementwise._COMPARE
+          and n not in _ops_elementwise._LOGICAL and n not in _ops_elementwise._BITWISE
+          and n not in ("floor_divide", "remainder", "bitwise_left_shift",
+                        "bitwise_right_shift")]
+_BINARY = [n for n in _ops_elementwise.__all__ if n not in _UNARY and n not in ("where", "clip")]
+
+
+def _ct(dtype: str) -> str:
+    return "bool" if dtype == "bool" else _kernels.CTYPE[np.dtype(dtype).char]
+
+
+def _native_cases(names):
+    out = []
+    for name in names:
+        for dt in DTYPES:
+            kinds = _ops_elementwise._REACHES.get(name, "biufc")
+            if np.dtype(dt).kind in kinds and _ops_elementwise.expression(name, _ct(dt)):
+                out.append((name, dt))
+    return out
+
+
+def _sample(rng, dtype, n):
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.random(n) < 0.5
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        edge = np.array([0, 1, info.max, info.min, info.max - 1, info.min + 1, 2, 7],
+                        dtype=dt)
+        vals = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+        small = rng.integers(max(info.min, -9), 10, n).astype(dt)
+        return np.concatenate([edge, vals[: n // 2], small[: n - n // 2]])[:n]
+    special = np.array(_SPECIAL_F, dtype=np.float64)
+    vals = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)
+    vals[: len(special)] = special
+    if dt.kind == "c":
+        im = rng.standard_normal(n) * 3
+        im[: len(special)] = special[::-1]
+        out = np.empty(n, dtype=dt)
+        out.real = vals
+        out.imag = im
+        return out
+    return vals.astype(dt)
+
+
+def _assert_same(name, got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, want.dtype)
+    if got.dtype.kind == "c":
+        _assert_same(name, got.real.copy(), want.real.copy())
+        _assert_same(name, got.imag.copy(), want.imag.copy())
+        return
+    if got.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        return
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=f"{name}: NaN positions")
+    if name in _INEXACT:
+        ok = ~nan
+        rtol = 4e-6 if got.dtype == np.float32 else 1e-14
+        # Subnormal results may flush to zero (OpenCL allows it for float32).
+        atol = np.finfo(got.dtype).tiny
+        np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=atol, err_msg=name)
+        return
+    # Bit for bit, so -0.0 and 0.0 differ.
+    bits = f"u{got.dtype.itemsize}"
+    np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits), err_msg=name)
+
+
+def _host(name, *args, **kwargs):
+    with np.errstate(all="ignore"):
+        return np.asarray(getattr(host_ops, name)(*args, **kwargs))
+
+
+def _dev(a):
+    return BACKEND.from_host(np.asarray(a), DEV)
+
+
+@pytest.mark.parametrize("name,dtype", _native_cases(_UNARY))
+def test_native_unary_kernel_equals_numpy(name, dtype):
+    rng = np.random.default_rng(SEED)
+    a = _sample(rng, dtype, 64)
+    if name == "abs" and np.dtype(dtype).kind == "c":
+        name_cmp = "hypot"  # |z| is hypot(re, im): libm's rounding, within an ulp
+    else:
+        name_cmp = name
+    got = BACKEND.to_host(getattr(BACKEND.ops, name)(_dev(a)))
+    _assert_same(name_cmp, got, _host(name, a))
+    # Strided input (a view with a negative step) and a 0-d input.
+    v = a.reshape(8, 8)[::-2, 1::3]
+    got = BACKEND.to_host(getattr(BACKEND.ops, name)(BACKEND.ops.getitem(
+        _dev(a.reshape(8, 8)), (slice(None, None, -2), slice(1, None, 3)))))
+    _assert_same(name_cmp, got, _host(name, v))
+    got = BACKEND.to_host(getattr(BACKEND.ops, name)(_dev(a[3:4].reshape(()))))
+    _assert_same(name_cmp, got, _host(name, a[3:4].reshape(())))
+
+
+@pytest.mark.parametrize("name,dtype", _native_cases(_BINARY))
+def test_native_binary_kernel_equals_numpy(name, dtype):
+    rng = np.random.default_rng(SEED + 1)
+    a = _sample(rng, dtype, 16)
+    b = _sample(np.random.default_rng(SEED + 2), dtype, 16)
+    if name == "pow" and np.dtype(dtype).kind in "iu":
+        b = (b.astype(np.int64) % 9).astype(dtype)  # negative powers raise (tested below)
+    # Every pair of samples, through broadcasting (16, 1) x (16,).
+    x, y = a.reshape(16, 1), b
+    got = BACKEND.to_host(getattr(BACKEND.ops, name)(_dev(x), _dev(y)))
+    _assert_same(name, got, _host(name, x, y))
+    # A weak Python scalar on either side.
+    s = b[5].item()
+    got = BACKEND.to_host(getattr(BACKEND.ops, name)(_dev(a), s))
+    _assert_same(name, got, _host(name, a, s if np.dtype(dtype).kind != "f" else b[5]))
+    c, sv = (b, a[5]) if name == "pow" else (a, b[5])  # integer exponents stay >= 0
+    s = sv.item()
+    got = BACKEND.to_host(getattr(BACKEND.ops, name)(s, _dev(c)))
+    _assert_same(name, got, _host(name, s if np.dtype(dtype).kind != "f" else sv, c))
+
+
+@pytest.mark.parametrize("src", DTYPES)
+def test_native_astype_equals_numpy(src):
+    rng = np.random.default_rng(SEED + 3)
+    a = _sample(rng, src, 48)
+    if np.dtype(src).kind == "f":
+        a[-8:] = np.array([300.7, -1.5, 70000.5, -3e9, 5e9, 2.0**63, -(2.0**63), 0.99])
+    for dst in DTYPES:
+        expr = _ops_core.cast_expression(_ct(src), _ct(dst))
+        if expr is None:
+            continue
+        got = BACKEND.to_host(BACKEND.ops.astype(_dev(a), xp.__dict__[dst]))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = a.astype(dst)
+        _assert_same(f"astype {src}->{dst}", got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_preallocated_outputs_are_written_everywhere(dtype):
+    """copy_into, setitem and inplace write into buffers made beforehand: each is first
+    filled with a poison byte pattern, which must not survive anywhere."""
+    rng = np.random.default_rng(SEED + 4)
+    a = _sample(rng, dtype, 24).reshape(4, 6)
+    b = _sample(np.random.default_rng(SEED + 5), dtype, 24)[-6:]
+    poison = np.full(a.nbytes, 0x5A, dtype=np.uint8).view(a.dtype).reshape(a.shape)
+    ops = BACKEND.ops
+    dst = _dev(poison)
+    ops.copy_into(dst, _dev(b))  # broadcast (6,) -> (4, 6)
+    _assert_same("copy_into", BACKEND.to_host(dst), np.broadcast_to(b, a.shape).copy())
+    dst = _dev(poison)
+    ops.setitem(dst, (slice(None), slice(None)), _dev(a))
+    _assert_same("setitem", BACKEND.to_host(dst), a)
+    dst = _dev(poison)
+    ops.setitem(dst, (slice(1, 3), Ellipsis), b[0].item())
+    want = poison.copy()
+    want[1:3] = b[0]
+    _assert_same("setitem scalar", BACKEND.to_host(dst), want)
+    if np.dtype(dtype).kind in "iufc":
+        for name in ("add", "subtract", "multiply"):
+            dst = _dev(a)
+            assert ops.inplace(name, dst, _dev(b)) is True
+            _assert_same(f"inplace {name}", BACKEND.to_host(dst), _host(name, a, b))
+
+
+def test_views_see_writes_and_overlapping_copies_read_first():
+    a = np.arange(10.0, dtype=np.float32)
+    x = xp.asarray(a, device=DEV)
+    v = x[2:6]
+    x += 1.0
+    np.testing.assert_array_equal(np.asarray(v.to_device("cpu")), a[2:6] + 1)
+    x[1:] = x[:-1]
+    want = a + 1
+    want[1:] = want[:-1].copy()
+    np.testing.assert_array_equal(np.asarray(x.to_device("cpu")), want)
+
+
+def test_reductions_equal_numpy():
+    rng = np.random.default_rng(SEED + 6)
+    for dtype in ["int8", "uint32", "int64"] + FLOATS:
+        a = _sample(rng, dtype, 60).reshape(3, 4, 5)
+        if np.dtype(dtype).kind == "f":
+            a = np.where(np.isfinite(a), a, 1.0).astype(dtype)
+            a[1, 2, 3] = np.nan
+        x = _dev(a)
+        for axis in (None, (0,), (1, 2), (0, 2)):
+            for name in ("max", "min"):
+                got = BACKEND.to_host(getattr(BACKEND.ops, name)(x, axis=axis))
+                _assert_same(name, got, _host(name, a, axis=axis))
+            if np.dtype(dtype).kind in "iu":
+                got = BACKEND.to_host(BACKEND.ops.sum(x, axis=axis))
+                _assert_same("sum", got, _host("sum", a, axis=axis))
+            else:
+                got = BACKEND.to_host(BACKEND.ops.sum(x, axis=axis))
+                np.testing.assert_allclose(got, _host("sum", a, axis=axis), rtol=1e-5)
+        for axis in (None, 0, 2):
+            for name in ("argmax", "argmin"):
+                got = BACKEND.to_host(getattr(BACKEND.ops, name)(x, axis=axis))
+                _assert_same(name, got, _host(name, a, axis=axis))
+
+
+def test_integer_pow_refuses_negative_exponents():
+    x = xp.asarray(np.array([2, 3], dtype=np.int32), device=DEV)
+    with pytest.raises(ValueError, match=r"^pow: Integers to negative integer powers"):
+        x ** xp.asarray(np.array([1, -1], dtype=np.int32), device=DEV)
+    with pytest.raises(ValueError, match=r"^pow: Integers to negative integer powers"):
+        x ** -2
+    np.testing.assert_array_equal(np.asarray((x ** 31).to_device("cpu")),
+                                  np.array([2, 3], dtype=np.int32) ** 31)
+
+
+def test_diagonal_trace_outer_meshgrid_equal_numpy():
+    rng = np.random.default_rng(SEED + 7)
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x = xp.asarray(a, device=DEV)
+    for k in (-2, 0, 1, 5):
+        np.testing.assert_array_equal(np.asarray(xp.linalg.diagonal(x, offset=k).to_device("cpu")),
+                                      np.diagonal(a, k, -2, -1))
+        np.testing.assert_allclose(np.asarray(xp.linalg.trace(x, offset=k).to_device("cpu")),
+                                   np.trace(a, k, -2, -1), rtol=1e-6)
+    u, v = a[0, 0], a[1, 1, :3]
+    np.testing.assert_array_equal(
+        np.asarray(xp.linalg.outer(x[0, 0], x[1, 1, :3]).to_device("cpu")), np.outer(u, v))
+    for indexing in ("xy", "ij"):
+        got = xp.meshgrid(x[0, 0], x[1, 1, :3], indexing=indexing)
+        for g, w in zip(got, np.meshgrid(u, v, indexing=indexing)):
+            np.testing.assert_array_equal(np.asarray(g.to_device("cpu")), w)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int64", "bool"] + FLOATS + COMPLEX)
+def test_cumulative_sum_and_prod_equal_numpy_bit_for_bit(dtype):
+    rng = np.random.default_rng(SEED + 8)
+    a = _sample(rng, dtype, 60).reshape(3, 4, 5)
+    if np.dtype(dtype).kind in "fc":
+        a = np.where(np.isfinite(a), a, 1.5).astype(dtype)  # keep the products finite
+    x = _dev(a)
+    for axis in (0, 1, 2):
+        for include_initial in (False, True):
+            for name in ("cumulative_sum", "cumulative_prod"):
+                got = BACKEND.to_host(getattr(BACKEND.ops, name)(
+                    x, axis=axis, include_initial=include_initial))
+                _assert_same(name, got, _host(name, a, axis=axis,
+                                              include_initial=include_initial))
+
+
+def test_matmul_vecdot_tensordot_equal_numpy():
+    rng = np.random.default_rng(SEED + 9)
+    cases = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
+             ((2, 1, 3, 4), (5, 4, 2)), ((0, 3), (3, 2)), ((2, 0), (0, 3))]
+    for dtype in ["int8", "uint32", "int64", "bool"] + FLOATS + COMPLEX:
+        for sa, sb in cases:
+            a = (rng.standard_normal(sa) * 3).astype(dtype)
+            b = (rng.standard_normal(sb) * 3).astype(dtype)
+            got = BACKEND.to_host(_ops_linalg.matmul_native(_dev(a), _dev(b)))
+            want = _host("matmul", a, b)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            if np.dtype(dtype).kind in "fc":  # BLAS blocks its sums: the last bits differ
+                rtol = 1e-5 if np.dtype(dtype).itemsize <= 8 and dtype != "float64" else 1e-12
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+            else:  # integers wrap, exactly as NumPy's loop
+                np.testing.assert_array_equal(got, want)
+    a = rng.integers(-9, 9, (3, 4, 5)).astype(np.int32)
+    b = rng.integers(-9, 9, (5, 4, 2)).astype(np.int32)
+    for axes in [((1, 2), (1, 0)), ((2,), (0,)), ((), ())]:
+        np.testing.assert_array_equal(
+            BACKEND.to_host(BACKEND.ops.tensordot(_dev(a), _dev(b), axes)),
+            _host("tensordot", a, b, axes))
+    c = rng.integers(-9, 9, (2, 3, 4)).astype(np.int64)
+    np.testing.assert_array_equal(BACKEND.to_host(BACKEND.ops.vecdot(_dev(c), _dev(c[0]))),
+                                  _host("vecdot", c, c[0]))
+
+
+def test_repeat_tile_roll_diff_equal_numpy():
+    rng = np.random.default_rng(SEED + 10)
+    a = rng.integers(-50, 50, (3, 4, 5)).astype(np.int16)
+    x = _dev(a)
+    ops = BACKEND.ops
+    for r, ax in [(2, None), (3, 0), (2, 2), (0, 1)]:
+        _assert_same("repeat", BACKEND.to_host(ops.repeat(x, r, ax)), _host("repeat", a, r, ax))
+    for reps in [(2,), (2, 1, 3), (1, 2, 1, 2), ()]:
+        _assert_same("tile", BACKEND.to_host(ops.tile(x, reps)), _host("tile", a, reps))
+    for sh, ax in [(2, None), (-1, 0), ((1, 2), (0, 2)), ((1, -1), (1, 1)), (7, 2), (0, 1)]:
+        _assert_same("roll", BACKEND.to_host(ops.roll(x, sh, ax)), _host("roll", a, sh, ax))
+    for dtype in ["int8", "bool"] + FLOATS:
+        b = (rng.standard_normal((3, 4)) * 5).astype(dtype)
+        for kw in [{}, {"axis": 0, "n": 2}, {"n": 0}, {"n": 5},
+                   {"prepend": True if dtype == "bool" else 1, "append": b[:, :2]}]:
+            dkw = {k: (_dev(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+            _assert_same("diff", BACKEND.to_host(ops.diff(_dev(b), **dkw)),
+                         _host("diff", b, **kw))
