@@ -16,8 +16,8 @@ Without PyOpenCL or an OpenCL device the module is skipped with the reason; with
 from __future__ import annotations
 
 import math
-import os
 
+import _opencl_gate
 import numpy as np
 import pytest
 from tessera_array.backends.numpy import attention as np_attention
@@ -28,35 +28,7 @@ from tessera_array._dispatch import KernelRegistry
 from tessera_array._errors import MissingCapabilityError
 from tessera_array.nn._reference import attention_backward_reference, attention_reference
 
-_REQUIRED = "opencl" in os.environ.get("TESSERA_REQUIRE_BACKENDS", "").split(",")
-
-
-def _gate():
-    """The (cl, cla) modules and a context, or an honest skip (a failure if required)."""
-    def missing(reason):
-        if _REQUIRED:
-            pytest.fail(f"TESSERA_REQUIRE_BACKENDS names opencl, but {reason}", pytrace=False)
-        pytest.skip(reason, allow_module_level=True)
-
-    install = "pip install pyopencl pocl-binary-distribution"
-    if not _REQUIRED:
-        pytest.importorskip("pyopencl", reason=f"pyopencl is not installed; {install}")
-    try:
-        import pyopencl as cl
-        import pyopencl.array as cla
-    except ImportError as err:
-        missing(f"pyopencl is not installed ({err}); {install}")
-    try:
-        if os.environ.get("PYOPENCL_CTX"):
-            ctx = cl.create_some_context(interactive=False)
-        else:
-            ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
-    except (cl.Error, IndexError) as err:
-        missing(f"no OpenCL device: {type(err).__name__}: {err}")
-    return cl, cla, ctx
-
-
-cl, cla, CTX = _gate()
+cl, cla, CTX = _opencl_gate.opencl_context()
 
 from tessera_array.backends.opencl import _programs
 from tessera_array.backends.opencl import attention as cl_attention

@@ -15,8 +15,7 @@ device, so PoCL in CI exercises both code paths.
 
 from __future__ import annotations
 
-import os
-
+import _opencl_gate
 import numpy as np
 import pytest
 from tessera_array.backends.numpy import fft as np_fft
@@ -30,38 +29,7 @@ from tessera_array._errors import KernelCompileError, MissingCapabilityError
 from tessera_array.optim.adafactor import adafactor_decay
 from tessera_array.sparse._routing import MATVEC_ROUTING
 
-_REQUIRED = "opencl" in os.environ.get("TESSERA_REQUIRE_BACKENDS", "").split(",")
-
-
-def _gate():
-    """The (cl, cla) modules and an OpenCL device, or an honest skip (a failure if required)."""
-    def missing(reason):
-        if _REQUIRED:
-            pytest.fail(f"TESSERA_REQUIRE_BACKENDS names opencl, but {reason}",
-                        pytrace=False)
-        pytest.skip(reason, allow_module_level=True)
-
-    narrowed = os.environ.get("TESSERA_TEST_BACKENDS")
-    if narrowed and "opencl" not in narrowed.split(",") and not _REQUIRED:
-        pytest.skip(f"TESSERA_TEST_BACKENDS={narrowed} leaves out opencl",
-                    allow_module_level=True)
-    try:
-        import pyopencl as cl
-        import pyopencl.array as cla
-    except ImportError as err:
-        missing(f"pyopencl is not installed ({err}); pip install pyopencl "
-                "pocl-binary-distribution")
-    try:
-        if os.environ.get("PYOPENCL_CTX"):
-            ctx = cl.create_some_context(interactive=False)
-        else:
-            ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
-    except (cl.Error, IndexError) as err:
-        missing(f"no OpenCL device: {type(err).__name__}: {err}")
-    return cl, cla, ctx
-
-
-cl, cla, CTX = _gate()
+cl, cla, CTX = _opencl_gate.opencl_context()
 
 from tessera_array.backends.opencl import _programs
 from tessera_array.backends.opencl import fft as cl_fft

@@ -31,6 +31,7 @@ from tessera_array.kernels import source_path
 from tessera_array._errors import KernelCompileError, MissingCapabilityError
 
 __all__ = [
+    "array_type",
     "build_count",
     "ceil_div",
     "check_array",
@@ -300,3 +301,16 @@ def check_array(func: str, name: str, a, cla_array):
             f"{func}: {name} must be a pyopencl.array.Array. "
             f"Received: {name} of type {type(a).__name__}"
         )
+
+
+_cla = None
+
+
+def array_type():
+    """``pyopencl.array``, imported on first use (the launchers' buffer type)."""
+    global _cla
+    if _cla is None:
+        import pyopencl.array as cla
+
+        _cla = cla
+    return _cla

@@ -53,6 +53,7 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _programs
+from ._programs import array_type as _array_type
 
 __all__ = ["clear_plans", "fft_c2c", "fft_c2r", "fft_r2c", "register"]
 
@@ -63,21 +64,11 @@ _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64),
 _REAL = {v: k for k, v in _COMPLEX.items()}
 _MIRROR = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 _plans: dict = {}  # (context, kind, n, dtype) -> device arrays
-_cla = None
 
 
 def clear_plans() -> None:
     """Forget every kept twiddle table and Bluestein plan."""
     _plans.clear()
-
-
-def _array_type():
-    global _cla
-    if _cla is None:
-        import pyopencl.array as cla
-
-        _cla = cla
-    return _cla
 
 
 def _kernels(func, context, cdtype, real_in=False):

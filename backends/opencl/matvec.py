@@ -56,6 +56,7 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _programs
+from ._programs import array_type as _array_type
 
 __all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "dense_matvec_scalar",
            "dense_matvec_warp", "register"]
@@ -67,16 +68,6 @@ WARP_WG = 64  # work-items per row in the warp variant (clamped to the device's 
 SCALAR_WG = 64  # work-group size of the scalar variant (global size rounded up to it)
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
 _setup: dict = {}  # (context, dtype, variant) -> (kernel, local size, CPU device?)
-_cla = None
-
-
-def _array_type():
-    global _cla
-    if _cla is None:
-        import pyopencl.array as cla
-
-        _cla = cla
-    return _cla
 
 
 def _check(func, a, x):

@@ -40,6 +40,7 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _programs
+from ._programs import array_type as _array_type
 
 __all__ = ["adafactor_step", "adam_step", "adamw_step", "nonfinite", "register", "sgd_step"]
 
@@ -53,16 +54,6 @@ F_NESTEROV, F_DECOUPLED, F_AMSGRAD, F_FACTORED, F_LERP_HIGH = 16, 32, 64, 128, 2
 
 _FLOAT_NP = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 _setup: dict = {}  # (context, dtype) -> (options, work-group size, CPU device?)
-_cla = None
-
-
-def _array_type():
-    global _cla
-    if _cla is None:
-        import pyopencl.array as cla
-
-        _cla = cla
-    return _cla
 
 
 def _kernel(func, context, dtype, name, flags=None):

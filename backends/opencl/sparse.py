@@ -45,6 +45,7 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _programs
+from ._programs import array_type as _array_type
 
 __all__ = ["DEFAULT_IS", "VARIANTS", "VECTOR_WG", "register", "spmv_scalar", "spmv_warp"]
 
@@ -55,16 +56,6 @@ VECTOR_WG = 32  # work-items per row in the warp (CSR-vector) variant
 SCALAR_WG = 64
 _NUMERIC_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING + _dtypes.INTEGER)
 _setup: dict = {}  # (context, dtype, index dtype, indptr dtype, variant) -> (kernel, wg)
-_cla = None
-
-
-def _array_type():
-    global _cla
-    if _cla is None:
-        import pyopencl.array as cla
-
-        _cla = cla
-    return _cla
 
 
 def _check(func, data, indices, indptr, shape, x):
