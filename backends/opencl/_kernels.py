@@ -190,6 +190,19 @@ def _strides_for(a, shape):
     ]
 
 
+# Work-items per work-group of the generated kernels: fixed, with the global size rounded
+# up to a multiple (every generated kernel returns early for i >= n). Left to the driver
+# (local size None), PoCL builds one work-group function per local size it picks, and it
+# picks one per problem size: the test suite compiled up to 24 variants of one kernel,
+# and a cold run of it spent most of its time in the compiler.
+WG = 64
+
+
+def launch_1d(knl, queue, n: int, args) -> None:
+    """Run ``knl`` over ``n`` work-items in work-groups of :data:`WG`."""
+    knl(queue, (-(-n // WG) * WG,), (WG,), *args)
+
+
 _MAP_CACHE: dict = {}
 
 
@@ -239,7 +252,7 @@ def launch_map(queue, expr: str, out, operands, out_ct: str, *, preamble: str = 
                 args.extend(np.int64(s) for s in _strides_for(op, shape))
         else:
             args.append(op)
-    knl(queue, (n,), None, *args)
+    launch_1d(knl, queue, n, args)
     return out
 
 
@@ -323,7 +336,7 @@ def launch_reduce(a, axes: tuple, out_ct: str, acc_ct: str, init: str, step: str
     args = [np.int64(n), np.int64(m), out.base_data, a.base_data, np.int64(off)]
     args += [np.int64(shape[d]) for d in kept] + [np.int64(strides[d]) for d in kept]
     args += [np.int64(shape[d]) for d in axes] + [np.int64(strides[d]) for d in axes]
-    knl(a.queue, (n,), None, *args)
+    launch_1d(knl, a.queue, n, args)
     return out
 
 
@@ -444,7 +457,7 @@ def launch_scan(a, axis: int, out_ct: str, init: str, step: str, include_initial
     args += [np.int64(shape[d]) for d in kept] + [np.int64(strides[d]) for d in kept]
     args += [np.int64(ost[d]) for d in kept]
     args += [np.int64(strides[axis]), np.int64(ost[axis]), np.int64(include_initial)]
-    knl(a.queue, (n,), None, *args)
+    launch_1d(knl, a.queue, n, args)
     return out
 
 

@@ -109,7 +109,7 @@ def matmul_native(a, b):
         args += [np.int64(v) for v in (ao, ast[-2], ast[-1])] + [b.base_data]
         args += [np.int64(v) for v in (bo, bst[-2], bst[-1])]
         args += [np.int64(d) for d in batch] + [np.int64(s) for s in sa + sb]
-        knl(a.queue, (n,), None, *args)
+        _kernels.launch_1d(knl, a.queue, n, args)
     if drop:
         nd = len(out.shape)
         out = squeeze(out, tuple(sorted(d % nd for d in drop)))
