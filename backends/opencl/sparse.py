@@ -17,22 +17,36 @@ Variants (the keys of :mod:`tessera_array.sparse._routing`):
     storage order from zero, as SciPy's ``csr_matvec`` does, so float results equal
     the NumPy backend's bit for bit.
 ``warp``
-    CSR-vector, one work-group of :data:`VECTOR_WG` work-items per row and column,
-    with a local-memory tree reduction (the portable "warp per row"; see
-    :mod:`.matvec` on sub-groups).
+    CSR-vector: :func:`lanes_for` work-items per row load consecutive entries (coalesced),
+    the row's first work-item adds their products in storage order, so the sum is the
+    scalar kernel's, bit for bit (the solvers' iterates stay SciPy's on every variant).
 ``default``
     The ``scalar`` kernel.
 
 On CPU devices (PoCL) ``warp`` runs the ``scalar`` row-block kernel, as the NumPy
-backend maps every variant name to one SciPy routine: CSR-vector measured 0.01-0.05x
-of it there (2-D Poisson 512^2, float32, PoCL 3.0 on a shared 2-core EPYC), where a
-work-group per row of 5 nonzeros is mostly idle. The tests force the GPU geometry on
-PoCL too, so both kernels run in CI.
+backend maps every variant name to one SciPy routine: a work-group per row measured
+0.01-0.05x of it there (2-D Poisson 512^2, float32, PoCL 3.0 on a shared 2-core
+EPYC), where most work-items idle. The tests force the GPU geometry on PoCL too, so
+both kernels run in CI.
 
-Measured (``python -m benchmarks.opencl_kernels``, 2-D Poisson 512^2 float32, NumPy
-launcher time / ours, 2026-11-30): PoCL 5.0 on 2 pinned Xeon cores 0.48-1.02 (the
-same kernel under both names: run-to-run spread), PoCL 3.0 on a shared 2-core EPYC
-0.46-0.71; NVIDIA H200 OpenCL 0.10 ms (scalar) and 0.26 ms (warp).
+Measured on an NVIDIA H200 through NVIDIA's OpenCL driver (580.159.04), device time
+from profiling markers, cuSPARSE (``cupyx.scipy.sparse.csr_matrix @ x``, CuPy 14.2)
+timed back to back in the same process; speed = cuSPARSE time / ours (2026-11-30;
+these runs' absolute times were ~2.5x the alternating benchmark's, ratios held):
+
+=========================  =========  ============  =====================================
+matrix (float32)           cuSPARSE   scalar        vector (work-group 128), lanes 2..32
+=========================  =========  ============  =====================================
+Poisson 1024^2, 5/row      0.112 ms   0.48x         0.47 0.44 0.41 0.32 0.24
+Poisson 2048^2, 5/row      0.173 ms   0.60x         0.51 0.43 0.35 0.23 0.14
+random 100k^2, 64/row      0.105 ms   0.84x         0.83 0.91 0.92 0.90 0.85
+dense 4096^2 as CSR        0.092 ms   0.16x         0.09 0.12 0.16 0.24 0.39
+=========================  =========  ============  =====================================
+
+(scalar: the same with work-groups of 64 and 256; float64 Poisson 1024^2 as float32.)
+With ``python -m benchmarks.opencl_vs_cupy`` (alternating reps), scalar: Poisson
+1024^2 0.60x (float32) / 0.67x (float64), 2048^2 0.87x / 0.89x. Short rows are latency
+bound on the index -> x gather chain; neither kernel reaches cuSPARSE there.
 
 Floating dtypes are registered for all three variants; integer dtypes (wrap-around
 sums, as NumPy's) for ``default`` only, as on the NumPy backend.
@@ -47,15 +61,18 @@ from tessera_array import _dtypes
 from . import _programs
 from ._programs import array_type as _array_type
 
-__all__ = ["DEFAULT_IS", "VARIANTS", "VECTOR_WG", "register", "spmv_scalar", "spmv_warp"]
+__all__ = ["DEFAULT_IS", "VARIANTS", "VECTOR_WG", "lanes_for", "register", "spmv_scalar",
+           "spmv_warp"]
 
 FILE = "spmv.cl"
 VARIANTS = ("default", "scalar", "warp")
 DEFAULT_IS = "scalar"
-VECTOR_WG = 32  # work-items per row in the warp (CSR-vector) variant
+VECTOR_WG = 128  # work-items per work-group of the warp (CSR-vector) variant
+MAX_LANES = 32  # at most this many work-items share one row
 SCALAR_WG = 64
 _NUMERIC_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING + _dtypes.INTEGER)
-_setup: dict = {}  # (context, dtype, index dtype, indptr dtype, variant) -> (kernel, wg)
+# (context, dtype, index dtype, indptr dtype, variant, lanes) -> (kernel, wg, cpu, lanes)
+_setup: dict = {}
 
 
 def _check(func, data, indices, indptr, shape, x):
@@ -102,24 +119,29 @@ def _check(func, data, indices, indptr, shape, x):
     return m, n
 
 
-def _kernel(func, context, dtype, idx_dtype, ptr_dtype, variant):
-    key = (context, dtype, idx_dtype, ptr_dtype, variant)
+def lanes_for(m: int, nnz: int) -> int:
+    """Work-items per row of the vector kernel: a power of two near an eighth of the
+    mean row length, from 2 to :data:`MAX_LANES` (the best of 2..32 in the table of the
+    module docstring for 5, 64 and 4096 entries per row)."""
+    eighth = -(-nnz // (8 * max(m, 1)))
+    return min(MAX_LANES, max(2, 1 << max(0, eighth - 1).bit_length()))
+
+
+def _kernel(func, context, dtype, idx_dtype, ptr_dtype, variant, lanes=1):
+    key = (context, dtype, idx_dtype, ptr_dtype, variant, lanes)
     hit = _setup.get(key)
     if hit is None:
         dev = context.devices[0]
-        if variant == "warp":
-            wg = min(VECTOR_WG, dev.max_work_group_size)
-            wg = 1 << (wg.bit_length() - 1)
-            name = "tessera_spmv_vector"
-        else:
-            wg = min(SCALAR_WG, dev.max_work_group_size)
-            name = "tessera_spmv_scalar"
-        extra = (f"-DWG={wg if variant == 'warp' else 1}",
+        wg = min(VECTOR_WG if variant == "warp" else SCALAR_WG, dev.max_work_group_size)
+        wg = 1 << (wg.bit_length() - 1)
+        lanes = min(lanes, wg)
+        name = "tessera_spmv_vector" if variant == "warp" else "tessera_spmv_scalar"
+        extra = (f"-DWG={wg if variant == 'warp' else 1}", f"-DLANES={lanes}",
                  f"-DIDX={_programs.INDEX_TYPES[idx_dtype]}",
                  f"-DPTR={_programs.INDEX_TYPES[ptr_dtype]}")
         opts = _programs.dtype_options(func, dtype, dev, extra=extra)
         hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), wg,
-                             _programs.is_cpu(dev))
+                             _programs.is_cpu(dev), lanes)
     return hit
 
 
@@ -140,13 +162,15 @@ def _launch(func, variant, data, indices, indptr, shape, x):
     if data.size == 0 or n == 0:
         _programs.zero_fill(queue, y)
         return y
-    knl, wg, cpu = _kernel(func, data.context, data.dtype, indices.dtype, indptr.dtype,
-                           variant)
+    lanes = lanes_for(m, data.size) if variant == "warp" else 1
+    knl, wg, cpu, lanes = _kernel(func, data.context, data.dtype, indices.dtype,
+                                  indptr.dtype, variant, lanes)
     size = x.dtype.itemsize
     xs0 = x.strides[0] // size
     xs1 = x.strides[1] // size if x.ndim == 2 else 0
     if variant == "warp":
-        gsize, head = (m * wg, k), (np.int32(m), np.int32(k))
+        gsize = (_programs.ceil_div(m, wg // lanes) * wg, k)
+        head = (np.int32(m), np.int32(k))
     else:
         rper, wg = _programs.rows_per_item(m, data.context.devices[0]) if cpu else (1, wg)
         gsize = (_programs.ceil_div(_programs.ceil_div(m, rper), wg) * wg, k)
@@ -166,7 +190,7 @@ def spmv_scalar(data, indices, indptr, shape, x):
 
 
 def spmv_warp(data, indices, indptr, shape, x):
-    """y = A @ x for CSR ``A``: one work-group per row (CSR-vector)."""
+    """y = A @ x for CSR ``A``: several work-items per row (CSR-vector)."""
     return _launch("spmv", "warp", data, indices, indptr, shape, x)
 
 

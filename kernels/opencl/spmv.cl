@@ -11,13 +11,13 @@
 //              contiguous rows, column), so each thread streams through memory. It
 //              sums each row in storage order from zero, exactly as SciPy's csr_matvec
 //              does, so real results are bitwise SciPy's.
-//            tessera_spmv_vector: one work-group of WG work-items per (row, column),
-//              global (m*WG, k); work-item l sums entries p = start + l, l + WG, ... then a
-//              local-memory tree reduction: the CSR-vector kernel.
+//            tessera_spmv_vector: LANES work-items per (row, column), WG/LANES rows per
+//              work-group, global (ceil(m / (WG/LANES)) * WG, k): the CSR-vector kernel's
+//              coalesced loads, with each row still summed in storage order (below).
 // Accumulates in ACC: T for floating types; for integers the unsigned type of at least
 //            32 bits, so products and sums wrap modulo 2^bits as NumPy's do (no signed
 //            overflow, which OpenCL C leaves undefined), then cast back to T.
-// Numerics   The vector variant sums in another order (a few ulp times sqrt(nnz/row)).
+// Numerics   Both variants sum each row in SciPy's order: real results are bitwise SciPy's.
 // Reference  N. Bell and M. Garland, "Efficient Sparse Matrix-Vector Multiplication on
 //            CUDA", NVIDIA Technical Report NVR-2008-004 (2008): CSR-scalar, CSR-vector.
 
@@ -26,48 +26,76 @@
 #define MULACC(a, b) MUL((ACC)(a), (ACC)(b))
 
 __kernel void tessera_spmv_scalar(const int m, const int k, const int rper,
-                                  __global const T *data, const long data_off,
-                                  __global const IDX *indices, const long idx_off,
-                                  __global const PTR *indptr, const long ptr_off,
-                                  __global const T *x, const long x_off,
+                                  __global const T * restrict data, const long data_off,
+                                  __global const IDX * restrict indices, const long idx_off,
+                                  __global const PTR * restrict indptr, const long ptr_off,
+                                  __global const T * restrict x, const long x_off,
                                   const long x_s0, const long x_s1,
-                                  __global T *y)
+                                  __global T * restrict y)
 {
     const int lo = get_global_id(0) * rper, hi = min(m, lo + rper);
     const int c = get_global_id(1);
     __global const T *xc = x + x_off + (long)c * x_s1;
+    __global const T *d = data + data_off;
+    __global const IDX *ix = indices + idx_off;
     for (int i = lo; i < hi; ++i) {
-        const long start = indptr[ptr_off + i], stop = indptr[ptr_off + i + 1];
+        const PTR start = indptr[ptr_off + i], stop = indptr[ptr_off + i + 1];
         ACC acc = (ACC)ZERO;
-        for (long p = start; p < stop; ++p)
-            acc += MULACC(data[data_off + p], xc[(long)indices[idx_off + p] * x_s0]);
+        if (x_s0 == 1) {  // contiguous x: no 64-bit stride product per entry
+            for (PTR p = start; p < stop; ++p) acc += MULACC(d[p], xc[ix[p]]);
+        } else {
+            for (PTR p = start; p < stop; ++p) acc += MULACC(d[p], xc[(long)ix[p] * x_s0]);
+        }
         y[(long)i * k + c] = (T)acc;
     }
 }
 
+// The vector kernel: LANES work-items per row (a power of two dividing WG), WG/LANES rows
+// per work-group. In each step the lanes of a row load LANES consecutive entries of it
+// (coalesced loads of data and indices) and store their products in local memory; the
+// row's first lane then adds them in storage order. Every row is summed as the scalar
+// kernel sums it (from zero, in storage order, each product and sum rounded), so real
+// results equal SciPy's bit for bit here too. The step count is the longest row of the
+// work-group (found with a local atomic_max), so every work-item meets every barrier.
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tessera_spmv_vector(const int m, const int k,
-                         __global const T *data, const long data_off,
-                         __global const IDX *indices, const long idx_off,
-                         __global const PTR *indptr, const long ptr_off,
-                         __global const T *x, const long x_off,
+                         __global const T * restrict data, const long data_off,
+                         __global const IDX * restrict indices, const long idx_off,
+                         __global const PTR * restrict indptr, const long ptr_off,
+                         __global const T * restrict x, const long x_off,
                          const long x_s0, const long x_s1,
-                         __global T *y)
+                         __global T * restrict y)
 {
-    __local ACC part[WG];
-    const int i = get_group_id(0);
-    const int c = get_global_id(1);
+    __local ACC prod[WG];
+    __local int longest;
     const int lid = get_local_id(0);
-    const long start = indptr[ptr_off + i], stop = indptr[ptr_off + i + 1];
-    __global const T *xc = x + x_off + (long)c * x_s1;
-    ACC acc = (ACC)ZERO;
-    for (long p = start + lid; p < stop; p += WG)
-        acc += MULACC(data[data_off + p], xc[(long)indices[idx_off + p] * x_s0]);
-    part[lid] = acc;
+    const int lane = lid & (LANES - 1);
+    const int i = get_group_id(0) * (WG / LANES) + lid / LANES;
+    const int c = get_global_id(1);
+    long start = 0, stop = 0;
+    if (i < m) {
+        start = indptr[ptr_off + i];
+        stop = indptr[ptr_off + i + 1];
+    }
+    if (lid == 0) longest = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s) part[lid] += part[lid + s];
+    if (lane == 0) atomic_max(&longest, (int)(stop - start));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int steps = longest;
+    __global const T *xc = x + x_off + (long)c * x_s1;
+    __global const T *d = data + data_off;
+    __global const IDX *ix = indices + idx_off;
+    ACC acc = (ACC)ZERO;
+    for (int base = 0; base < steps; base += LANES) {
+        const long p = start + base + lane;
+        prod[lid] = p < stop ? MULACC(d[p], xc[x_s0 == 1 ? (long)ix[p] : (long)ix[p] * x_s0])
+                             : (ACC)ZERO;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lane == 0) {
+            const int cnt = (int)min((long)LANES, stop - start - base);
+            for (int t = 0; t < cnt; ++t) acc += prod[lid + t];
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) y[(long)i * k + c] = (T)part[0];
+    if (lane == 0 && i < m) y[(long)i * k + c] = (T)acc;
 }
