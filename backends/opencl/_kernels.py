@@ -16,6 +16,7 @@ correctly rounded float32 division and square root, as NumPy computes.
 from __future__ import annotations
 
 import threading
+import warnings
 
 import numpy as np
 import pyopencl as cl
@@ -63,9 +64,26 @@ def queue_of(device):
 # ---- buffers ---------------------------------------------------------------------------
 
 
+_pools: dict = {}  # CommandQueue -> pyopencl.tools.MemoryPool
+
+
+def allocator(queue):
+    """The memory pool of ``queue`` (one per device queue): freed buffers are kept and
+    reused, as CuPy's pool does, instead of a driver allocation per result. Reuse is
+    safe because each device has one in-order queue: a new owner's commands run after
+    every command of the old one. Measured, ``a + b`` of 10 float32 on opencl:0 (PoCL
+    3.0, shared 2-core EPYC), call to finished result: 265 us without, 130-150 us with."""
+    pool = _pools.get(queue)
+    if pool is None:
+        import pyopencl.tools as clt
+
+        pool = _pools.setdefault(queue, clt.MemoryPool(clt.ImmediateAllocator(queue)))
+    return pool
+
+
 def empty(queue, shape: tuple, dtype) -> cla.Array:
-    """A new C-contiguous buffer (uninitialised)."""
-    return cla.empty(queue, shape, dtype)
+    """A new C-contiguous buffer (uninitialised), from the queue's memory pool."""
+    return cla.empty(queue, shape, dtype, allocator=allocator(queue))
 
 
 def is_contiguous(a) -> bool:
@@ -89,7 +107,7 @@ def to_device(queue, host: np.ndarray):
     """A new C-contiguous device buffer holding ``host``."""
     if not host.flags.c_contiguous:
         host = host.copy(order="C")  # (np.ascontiguousarray makes 0-d arrays 1-d)
-    out = cla.empty(queue, host.shape, host.dtype)
+    out = empty(queue, host.shape, host.dtype)
     if host.size:
         cl.enqueue_copy(queue, out.base_data, host, dst_offset=out.offset)
     return out
@@ -152,7 +170,11 @@ def kernel(ctx, src: str, name: str):
         with _lock:
             knl = _programs.get(key)
             if knl is None:
-                prg = cl.Program(ctx, src).build(options=OPTIONS)
+                with warnings.catch_warnings():
+                    # A build log with remarks is not a failure (NVIDIA's driver remarks
+                    # "Function tmap is a kernel, so overriding noinline attribute").
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                    prg = cl.Program(ctx, src).build(options=OPTIONS)
                 _builds[0] += 1
                 knl = _programs[key] = getattr(prg, name)
     return knl
