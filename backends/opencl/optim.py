@@ -45,7 +45,11 @@ from ._programs import array_type as _array_type
 __all__ = ["adafactor_step", "adam_step", "adamw_step", "nonfinite", "register", "sgd_step"]
 
 FILE = "optim.cl"
-WG = 64  # work-group size of the elementwise and partial-sum kernels
+# Work-group size of the elementwise and partial-sum kernels on GPUs (CPU devices use
+# groups of one). NVIDIA H200, NVIDIA OpenCL 580.159.04, an SGD-momentum kernel over 16M
+# float32 (profiling events, median of 30): groups of 64 0.158 ms (2.0 TB/s), 256 0.100 ms
+# (3.2 TB/s), 1024 0.110 ms; float4 loads 0.081 ms at any size (3.9 TB/s).
+WG = 256
 SUM_GROUPS = 32  # partial sums per tensor in Adafactor's reductions
 
 # Launch flags; the same bits as in optim.cl.
