@@ -18,7 +18,8 @@ Adafactor              CuPy array expressions (row/column means, update)
 FFT c2c / r2c          ``cupy.fft.fft`` / ``rfft`` (cuFFT)
 =====================  ================================================
 
-Timing: after warm-up, each rep is bracketed by device-side timestamps on its
+Device buffers come from the backend's memory pool (as the namespace's arrays do), so
+results are not a driver allocation per call; CuPy uses its own pool. Timing: after warm-up, each rep is bracketed by device-side timestamps on its
 own queue/stream (OpenCL profiling markers; CUDA events), so both sides measure
 the same thing: the time from the first command of the call to the end of its
 last, launch gaps included. The two sides alternate rep by rep; a row reports
@@ -139,6 +140,7 @@ def run(quick=False, repeat=50):
     from cupy import cublas
     import pyopencl as cl
     import pyopencl.array as cla
+    from tessera_array.backends.opencl import _kernels
     from tessera_array.backends.opencl import fft as cfft
     from tessera_array.backends.opencl import matvec as cmv
     from tessera_array.backends.opencl import optim as cop
@@ -149,6 +151,11 @@ def run(quick=False, repeat=50):
     ctx = _nvidia_context()
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     timer = _Timer(queue, repeat)
+    pool = _kernels.allocator(queue)  # the backend's memory pool, as its arrays have it
+
+    def to_dev(host):
+        return cla.to_device(queue, host, allocator=pool)
+
     rng = np.random.default_rng(20261130)
     rows = []
 
@@ -169,7 +176,7 @@ def run(quick=False, repeat=50):
             for n in ((2048,) if quick else (4096, 8192)):
                 a = rng.standard_normal((n, n)).astype(dtype)
                 x = rng.standard_normal(n).astype(dtype)
-                a_d, x_d = cla.to_device(queue, a), cla.to_device(queue, x)
+                a_d, x_d = to_dev(a), to_dev(x)
                 a_c, x_c = cp.asarray(a), cp.asarray(x)
                 y_c = cp.empty(n, dtype)
 
@@ -190,7 +197,7 @@ def run(quick=False, repeat=50):
             for k in ((512,) if quick else (1024, 2048)):
                 s = _poisson(k, dtype)
                 x = rng.standard_normal(s.shape[1]).astype(dtype)
-                dd = [cla.to_device(queue, v) for v in (s.data, s.indices, s.indptr, x)]
+                dd = [to_dev(v) for v in (s.data, s.indices, s.indptr, x)]
                 s_c = cps.csr_matrix((cp.asarray(s.data), cp.asarray(s.indices),
                                       cp.asarray(s.indptr)), shape=s.shape)
                 x_c = cp.asarray(x)
@@ -214,7 +221,7 @@ def run(quick=False, repeat=50):
             def state(zero=False):
                 host = [np.zeros(sh, np.float32) if zero else
                         rng.standard_normal(sh, dtype=np.float32) for sh in layout]
-                return host, [cla.to_device(queue, h) for h in host], [cp.asarray(h) for h in host]
+                return host, [to_dev(h) for h in host], [cp.asarray(h) for h in host]
 
             (_, p_d, p_c), (_, g_d, g_c) = state(), state()
             (_, m_d, m_c), (_, v_d, v_c) = state(True), state(True)
@@ -271,9 +278,9 @@ def run(quick=False, repeat=50):
         shapes = [(316, 316)] * 4 if quick else [(1000, 1000)] * 10
         pf = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
         gf = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
-        pf_d, gf_d = [cla.to_device(queue, h) for h in pf], [cla.to_device(queue, h) for h in gf]
-        r_d = [cla.zeros(queue, (sh[0], 1), np.float32) for sh in shapes]
-        c_d = [cla.zeros(queue, (1, sh[1]), np.float32) for sh in shapes]
+        pf_d, gf_d = [to_dev(h) for h in pf], [to_dev(h) for h in gf]
+        r_d = [to_dev(np.zeros((sh[0], 1), np.float32)) for sh in shapes]
+        c_d = [to_dev(np.zeros((1, sh[1]), np.float32)) for sh in shapes]
         pf_c, gf_c = [cp.asarray(h) for h in pf], [cp.asarray(h) for h in gf]
         r_c = [cp.zeros((sh[0], 1), np.float32) for sh in shapes]
         c_c = [cp.zeros((1, sh[1]), np.float32) for sh in shapes]
@@ -316,7 +323,7 @@ def run(quick=False, repeat=50):
             batch = 16 if n > 10_000 else 64
             z = rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))
             z = z.astype(dtype)
-            z_d, z_c = cla.to_device(queue, z), cp.asarray(z)
+            z_d, z_c = to_dev(z), cp.asarray(z)
             times = timer.pair(lambda: cfft.fft_c2c(z_d, (n,), (1,), "backward", True),
                                lambda: cp.fft.fft(z_c, axis=1))
             got = cfft.fft_c2c(z_d, (n,), (1,), "backward", True).get()

@@ -46,7 +46,9 @@ dense 4096^2 as CSR        0.092 ms   0.16x         0.09 0.12 0.16 0.24 0.39
 (scalar: the same with work-groups of 64 and 256; float64 Poisson 1024^2 as float32.)
 With ``python -m benchmarks.opencl_vs_cupy`` (alternating reps), scalar: Poisson
 1024^2 0.60x (float32) / 0.67x (float64), 2048^2 0.87x / 0.89x. Short rows are latency
-bound on the index -> x gather chain; neither kernel reaches cuSPARSE there.
+bound on the index -> x gather chain; neither kernel reaches cuSPARSE there. Kernel
+text variants (restrict, 32-bit indices, a contiguous-x branch) measured 10-35% slower
+(see spmv.cl).
 
 Floating dtypes are registered for all three variants; integer dtypes (wrap-around
 sums, as NumPy's) for ``default`` only, as on the NumPy backend.
