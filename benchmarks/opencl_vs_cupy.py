@@ -18,15 +18,16 @@ Adafactor              CuPy array expressions (row/column means, update)
 FFT c2c / r2c          ``cupy.fft.fft`` / ``rfft`` (cuFFT)
 =====================  ================================================
 
-Device buffers come from the backend's memory pool (as the namespace's arrays do), so
-results are not a driver allocation per call; CuPy uses its own pool. Timing: after warm-up, each rep is bracketed by device-side timestamps on its
-own queue/stream (OpenCL profiling markers; CUDA events), so both sides measure
-the same thing: the time from the first command of the call to the end of its
-last, launch gaps included. The two sides alternate rep by rep; a row reports
-the medians and ``speed = cupy_time / opencl_time`` (1.0: as fast as CuPy; the
-issue's target is >= 0.7 for matvec, spmv and the optimizer steps). A second
-ratio from host wall clocks (call + finish/synchronize) is reported beside it.
-Both results are compared after timing, so a fast wrong kernel cannot pass.
+Device buffers come from the backend's memory pool (as the namespace's arrays do),
+so results are not a driver allocation per call; CuPy uses its own pool. Timing:
+after warm-up, each rep is bracketed by device-side timestamps on its own
+queue/stream (OpenCL profiling markers; CUDA events), so both sides measure the
+same thing: the time from the first command of the call to the end of its last,
+launch gaps and the Python of the call included. The two sides alternate rep by
+rep; a row reports the medians and ``speed = cupy_time / opencl_time`` (1.0: as
+fast as CuPy; the issue's target is >= 0.7 for matvec, spmv and the optimizer
+steps). A second ratio from host wall clocks (call + finish/synchronize) is
+reported beside it. Both results are compared after timing, so a fast wrong kernel cannot pass.
 """
 
 from __future__ import annotations
