@@ -15,32 +15,112 @@ fft_r2c     float32, float64        ``rfftn`` (``forward=True``) / ``ihfftn``
 fft_c2r     complex64, complex128   ``hfftn`` (``forward=True``) / ``irfftn``
 ==========  ======================  ==============================================
 
-How: the input is gathered into a contiguous complex block; each transformed axis
-is moved last (a gather that also cuts or zero-pads it to ``s``), transformed as a
-batch of rows, and moved back. A row length that is a power of two runs Stockham
-radix-2 passes (one launch per pass); any other length runs Bluestein's algorithm
-through a power-of-two FFT of at least ``2n - 1`` points. Twiddle tables and
-Bluestein's chirp and filter are computed on the host in double, once per
-``(context, n, dtype)``, and kept (:func:`clear_plans`). ``rfftn``/``ihfftn`` are the
-complex transform of the real input cut to ``s[-1] // 2 + 1`` points on the last
-axis; ``irfftn`` transforms the leading axes, extends the last one Hermitian to
-``s[-1]`` points and keeps the real part; ``hfftn`` is ``irfftn`` of the conjugate
-with the normalization mirrored (the NumPy backend's identity). Normalization is
-one scaling at the end.
+How: a C-ordered input is read in place (never written); any other is first gathered
+into a contiguous complex block. Each transformed axis is moved last (a gather that also
+cuts or zero-pads it to ``s``), transformed as a batch of rows, and moved back. A row
+length ``n = 2^k`` runs Stockham passes of radix 8, the last one radix 8, 4 or 2
+(:func:`_radices`: ``ceil(k/3)`` passes, 4 for 4096 where radix 2 took 12): rows of
+``n <= LOCAL_MAX_N`` points in one launch of ``tessera_fft_local`` (all passes in
+local memory, several short rows a work-group), longer rows one launch per pass. Any
+other length runs Bluestein's algorithm through a power-of-two FFT of at least
+``2n - 1`` points. Twiddle tables (per pass, ``exp(-2 pi i r k / (Ns R))`` from the
+exact integer angle) and Bluestein's chirp and filter are computed on the host in double
+and rounded once, once per ``(context, n, dtype)``, and kept (:func:`clear_plans`).
+``rfftn``/``ihfftn`` are the complex transform of the real input cut to
+``s[-1] // 2 + 1`` points on the last axis; ``irfftn`` transforms the leading axes,
+extends the last one Hermitian to ``s[-1]`` points and keeps the real part; ``hfftn``
+is ``irfftn`` of the conjugate with the normalization mirrored (the NumPy backend's
+identity). Normalization is one scaling at the end.
 
-Measured (``python -m benchmarks.opencl_kernels``, 64 rows, NumPy launcher time /
-ours, 2026-11-30): NVIDIA H200 OpenCL c2c complex64 4096 0.42, 4095 (Bluestein) 0.20,
-r2c 0.16-0.18 against the host's pocketfft; PoCL 3.0 on a shared 2-core EPYC (16
-rows) 0.08-0.18. Each radix-2 pass is a launch (12 for 4096 points), and a launch
-with its sync costs 0.05-0.3 ms on PoCL: slow, correct, and the first thing to
-improve (radix-4/8 passes, or one work-group per row in local memory: a first such
-kernel ran no faster on PoCL 3.0, 16 x 4096, and could not be measured on a GPU in
-time, so it was left out).
+Accuracy (max |error| / max |numpy.fft in complex128|, forward and inverse, batches
+of 3; ``C = error / (eps log2 m)``, ``m`` the power of two transformed): radix-2 before
+/ radix-8/4/2 now, lengths 2 .. 2^16: complex64 C <= 0.68 / 0.68, complex128 C <= 0.66 /
+0.47 (e.g. 65536: 1.06e-15 / 7.61e-16); Bluestein (3, 5, 7, 17, 97, 127, 1000, 4095,
+65537): C <= 0.74 / 0.68 (complex64), 2.65 / 2.52 (complex128, n = 7). The local and the
+global routes gave the same bits (lengths 2 .. 16384 and three Bluestein lengths,
+both dtypes). tests/test_opencl_kernels.py asserts C <= 2 (powers of two) and C <= 5
+(Bluestein) for every length, both routes.
+
+Measured, PoCL 3.0 (``pthread-AMD EPYC``, 2 cores shared with other jobs, load 5-8),
+2026-11-30, c2c forward, contiguous rows. Expected beforehand: 12 -> 4 passes for
+4096 (16 -> 6 for 65536, 2 x 13 -> 2 x 5 through Bluestein's 8192), each pass one
+sweep of the data, and no input gather: about 2-3x on the rows.
+
+Before (radix-2, one launch per pass: fft.py and fft.cl of commit 659ce0d, loaded
+beside these in the same process by a scratch script) against now and NumPy's launcher
+(``pick_engine().c2c``), alternating rep by rep, medians of 31 reps; the second figure
+of each pair is a run under ``taskset -c 1``, 21 reps:
+
+=======================  =========  ==========  ==========  =========  ===============
+rows                     launches   before ms   now ms      speed-up   numpy / now
+=======================  =========  ==========  ==========  =========  ===============
+64 x 4096 complex64      13 -> 4    11.2, 14.0  4.74, 6.66  2.4, 2.1   0.43, 0.20
+64 x 4095 (Bluestein)    30 -> 13   93.3, 82.0  54.9, 46.0  1.7, 1.8   0.12, 0.05
+16 x 65536 complex64     17 -> 6    112, 89.1   42.4, 41.2  2.6, 2.2   0.41, 0.31
+64 x 4096 complex128     13 -> 4    15.9, 48.7  7.87, 16.0  2.0, 3.1   0.97, 0.18
+=======================  =========  ==========  ==========  =========  ===============
+
+(A third, 21-rep run on a load of 8 gave 1.15 / 1.78 / 3.65 / 2.36.) The 4096 gain is
+below 3x: a radix-8 pass costs PoCL about 0.7-0.9 ms on 64 x 4096 complex64 where a
+radix-2 pass cost 0.4-0.7 (the butterfly's arithmetic, not the memory, dominates on
+the CPU). Written with its values in a private array, the same radix-8 pass ran 3-4x
+slower on PoCL; the kernels use named scalars (fft.cl).
+
+``tessera_fft_local`` against one launch per pass, same rows (``LOCAL_MAX_N``), batch
+2^18 / n, global time / local time (above 1: local faster), PoCL, load 4:
+
+=========  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====
+n          8     16    32    64    128   256   512   1024  2048  4096  8192
+complex64  4.77  4.51  0.97  0.69  1.13  0.71  1.02  0.90  0.99  0.34  0.48
+complex128 1.25  1.24  0.70  0.82  0.94  1.14  1.14  0.88  1.02  0.96  1.14
+=========  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====
+
+On this CPU it wins for short rows (one launch, several rows a work-group), runs
+0.69-1.14x from 32 to 2048 points (noisy; no clear winner) and loses at 4096+ in
+complex64, hence ``LOCAL_MAX_N = 2048``; on a GPU the one launch and the on-chip passes
+should favor it more (not measured here: the GPU run of ``python -m
+benchmarks.opencl_kernels`` is made separately; its 64 x 4096 rows take the global
+passes, and a GPU may want a larger ``LOCAL_MAX_N``). PoCL 3.0 also ignored an ``if (row < batch)`` guarding the stores of a
+work-group's padding rows after its barriers (they wrote past the output); the output
+therefore has ``ceil(batch / P) P`` rows and the padding rows are sliced off.
+
+pyvkfft (VkFFT's OpenCL backend) against these kernels. ``pip download pyvkfft
+--only-binary=:all:`` finds no wheel for this platform (CPython 3.11, manylinux x86-64):
+"ERROR: Could not find a version that satisfies the requirement pyvkfft (from versions:
+none)"; PyPI has only the sdist of 2025.1.1. Built from that sdist in the local
+environment only (``apt-get install opencl-headers ocl-icd-opencl-dev``, then
+``VKFFT_BACKEND=opencl pip install pyvkfft``: without ``VKFFT_BACKEND`` the build takes
+the CUDA path and fails, "fatal error: nvrtc.h: No such file or directory"), not a
+dependency. ``pyvkfft.opencl.VkFFTApp(shape, dtype, queue, ndim=1, inplace=False)``,
+``app.fft(x, out)`` alternating with NumPy and ``fft_c2c``, 15 reps, medians, load 7
+(scratch script; plan + first call 0.3-0.6 s each):
+
+=======================  ========  ==========  ==========  ===================
+rows                     numpy ms  native ms   pyvkfft ms  native / pyvkfft time
+=======================  ========  ==========  ==========  ===================
+64 x 4096 complex64      3.94      13.6        27.3        0.50
+64 x 4095 complex64      6.48      67.3        51.0        1.32
+16 x 65536 complex64     26.7      60.0        283         0.21
+64 x 4096 complex128     4.52      5.15        15.2        0.34
+=======================  ========  ==========  ==========  ===================
+
+(An earlier run, load 4: 0.56, 1.25, 0.14, 0.43.) Accuracy equal (1.6e-07 both at 4096;
+Bluestein 2.2e-07 native, 1.5e-07 pyvkfft, which factors 4095 = 3^2 5 7 13 instead).
+Decision: the native kernels. They are 2-7x faster on PoCL for powers of two, need no
+build step, and pyvkfft has no wheel; pyvkfft is 1.3x faster only through lengths with
+small odd factors, where these kernels go through Bluestein (mixed radix 3/5/7 is the
+next step for those). ``python -m benchmarks.opencl_kernels`` adds pyvkfft rows when it
+is importable, for the GPU comparison.
+
+Earlier GPU figure (radix-2 kernels, 64 rows, NumPy launcher time / ours): NVIDIA H200
+OpenCL c2c complex64 4096 0.42, 4095 (Bluestein) 0.20, r2c 0.16-0.18 against the host's
+pocketfft; not re-measured with these kernels here.
 
 The plan-cache object of :func:`tessera_array.fft.get_plan_cache` is
 :class:`OpenclPlanCache` (the kept twiddle tables and Bluestein plans of a device).
-Not yet: radix-4/8 passes (radix-2 only), a measured comparison with pyvkfft (not
-installed here).
+Not yet: radices other than 2/4/8 (odd lengths go through Bluestein); the radix passes
+and Bluestein's elementwise kernels put the batch in the second grid dimension (a GPU
+may cap it at 65535 rows a launch; the gathers split their launches).
 float64/complex128 only on devices with ``cl_khr_fp64``.
 """
 
@@ -59,10 +139,13 @@ __all__ = ["clear_plans", "fft_c2c", "fft_c2r", "fft_r2c", "register"]
 
 FILE = "fft.cl"
 WG = 64
+LOCAL_MAX_N = 2048  # longest row for the one-launch local-memory kernel (measured below)
+LOCAL_ROWS = 64  # work-items of a local-kernel work-group, rows packed up to it
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64),
             np.dtype(np.float64): np.dtype(np.complex128)}
 _REAL = {v: k for k, v in _COMPLEX.items()}
 _MIRROR = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+_MAX_ROWS = 65535  # rows of one gather launch (a GPU grid's second dimension)
 _plans: dict = {}  # (context, kind, n, dtype) -> device arrays
 
 
@@ -76,6 +159,46 @@ def _kernels(func, context, cdtype, real_in=False):
     extra = ("-DIN_REAL",) if real_in else ()
     opts = _programs.dtype_options(func, cdtype, dev, extra=extra)
     return lambda name: _programs.kernel(context, FILE, opts, name)
+
+
+def _radices(n):
+    """The Stockham passes of ``n = 2^k`` points: radix 8 while more than 8 points remain,
+    then the rest (8, 4 or 2): ceil(k / 3) passes (fft.cl builds the same sequence)."""
+    out = []
+    while n > 8:
+        out.append(8)
+        n //= 8
+    return out + [n] if n > 1 else out
+
+
+def _cl():
+    import pyopencl as cl
+
+    return cl
+
+
+_local_wg: dict = {}  # (context, complex dtype) -> tessera_fft_local's work-group size limit
+
+
+def _local_shape(c, n, batch):
+    """``((local size, rows per group), groups)`` of tessera_fft_local for ``batch`` rows of
+    ``n`` points, or None when the row does not fit (or ``n > LOCAL_MAX_N``)."""
+    lx = max(1, n // 8)
+    if n > LOCAL_MAX_N:
+        return None
+    key = (c.context, c.cdtype)
+    limit = _local_wg.get(key)
+    dev = c.context.devices[0]
+    if limit is None:
+        knl = c.k("tessera_fft_local")
+        limit = _local_wg[key] = min(
+            knl.get_work_group_info(_cl().kernel_work_group_info.WORK_GROUP_SIZE, dev),
+            dev.max_work_item_sizes[0], dev.max_work_group_size)
+    if lx > limit or n * c.cdtype.itemsize > dev.local_mem_size:
+        return None
+    p = max(1, min(LOCAL_ROWS // lx, batch, limit // lx,
+                   dev.local_mem_size // (n * c.cdtype.itemsize)))
+    return (lx, p), -(-batch // p)
 
 
 def _ceil(n, k=WG):
@@ -120,9 +243,13 @@ class _Ctx:
         knl = (_kernels(self.func, self.context, self.cdtype, real_in=True) if real_in
                else self.k)("tessera_fft_gather")
         x = src.base_data if src.size else meta_d.base_data  # nothing is read then
-        knl(self.queue, (_ceil(total),), (WG,), np.int64(total), np.int32(nd),
-            meta_d.base_data, x, np.int64(in_off), self.rdtype.type(scale),
-            np.int32(bool(conj)), out.base_data)
+        last = out_shape[-1]
+        rows = total // last
+        wg = min(WG, last)
+        for row0 in range(0, rows, _MAX_ROWS):
+            knl(self.queue, (_ceil(last, wg), min(_MAX_ROWS, rows - row0)), (wg, 1),
+                np.int64(row0), np.int32(nd), meta_d.base_data, x, np.int64(in_off),
+                self.rdtype.type(scale), np.int32(bool(conj)), out.base_data)
         return out
 
     def contiguous(self, a, scale=1.0, conj=False, real_in=False):
@@ -130,12 +257,23 @@ class _Ctx:
         return self.gather(a, a.shape, [st // size for st in a.strides], a.shape,
                            a.offset // size, scale, conj, real_in)
 
-    def twiddles(self, n):
+    def plan(self, n):
+        """``(radices, table)`` of a length ``n = 2^k``: the Stockham passes' radices (see
+        fft.cl) and their twiddle table on the device, computed in double and rounded
+        once."""
         key = (self.context, "tw", n, self.cdtype)
         hit = _plans.get(key)
         if hit is None:
-            t = np.exp(-2j * np.pi * np.arange(n // 2) / n).astype(self.cdtype)
-            hit = _plans[key] = _array_type().to_device(self.queue, t)
+            radices = _radices(n)
+            parts, ns = [], 1
+            for r in radices:
+                k = np.arange(ns, dtype=np.int64)[:, None]
+                q = np.arange(1, r, dtype=np.int64)[None, :]
+                t = (k * q * (n // (ns * r))) % n  # exact: the angle is 2 pi t / n
+                parts.append(np.exp(-2j * np.pi * t.ravel() / n))
+                ns *= r
+            table = np.concatenate(parts).astype(self.cdtype)
+            hit = _plans[key] = (radices, _array_type().to_device(self.queue, table))
         return hit
 
     def bluestein(self, n):
@@ -153,47 +291,65 @@ class _Ctx:
                                  cla.to_device(self.queue, np.fft.fft(filt).astype(self.cdtype)))
         return hit
 
-    def rows(self, w, n, batch, sign):
+    def rows(self, w, n, batch, sign, owned=True):
         """The unnormalized transform of the ``batch`` contiguous rows of ``n`` points of
-        ``w`` (exponent sign ``sign``); ``w`` may be overwritten."""
-        if n == 1 or batch == 0:
+        ``w`` (exponent sign ``sign``); ``w`` may be overwritten when ``owned``."""
+        if batch == 0:
             return w
+        if n == 1:
+            return w if owned else self.contiguous(w)
         if n & (n - 1) == 0:
-            return self._radix2(w, n, batch, sign)
+            return self._pow2(w, n, batch, sign, owned)
         m, chirp, filt = self.bluestein(n)
         q = self.queue
         a = _empty(q, (batch, m), self.cdtype, self.like)
         self.k("tessera_fft_chirp_in")(q, (_ceil(m), batch), (WG, 1), np.int32(n), np.int32(m),
                                        w.base_data, chirp.base_data, np.int32(sign),
                                        a.base_data)
-        a = self._radix2(a, m, batch, -1)
+        a = self._pow2(a, m, batch, -1, True)
         self.k("tessera_fft_pointwise")(q, (_ceil(m), batch), (WG, 1), np.int32(m), a.base_data,
                                         filt.base_data, np.int32(sign))
-        a = self._radix2(a, m, batch, +1)
+        a = self._pow2(a, m, batch, +1, True)
         y = _empty(q, (batch, n), self.cdtype, self.like)
         self.k("tessera_fft_chirp_out")(q, (_ceil(n), batch), (WG, 1), np.int32(n),
                                         np.int32(m), a.base_data, chirp.base_data,
                                         np.int32(sign), y.base_data)
         return y
 
-    def _radix2(self, w, n, batch, sign):
+    def _pow2(self, w, n, batch, sign, owned):
+        """Rows of ``n = 2^k >= 2`` points: one local-memory launch where the row fits
+        (:func:`_local_shape`), else one global launch per pass."""
         q = self.queue
-        tw = self.twiddles(n)
-        other = _empty(q, w.shape, self.cdtype, self.like)
-        knl = self.k("tessera_fft_radix2")
-        half = n // 2
-        wg = min(WG, half)
-        src, dst = w, other
-        ns = 1
-        while ns < n:
-            knl(q, (_ceil(half, wg), batch), (wg, 1), np.int32(n), np.int32(ns), np.int32(sign),
-                tw.base_data, src.base_data, dst.base_data)
-            src, dst = dst, src
-            ns *= 2
+        radices, tw = self.plan(n)
+        shape = _local_shape(self, n, batch)
+        if shape is not None:
+            (lx, p), groups = shape
+            y = _empty(q, (groups * p, n), self.cdtype, self.like)  # padding rows: fft.cl
+            self.k("tessera_fft_local")(
+                q, (lx * p * groups,), (lx * p,), np.int32(n), np.int32(sign), tw.base_data,
+                w.base_data, y.base_data, np.int32(batch),
+                _cl().LocalMemory(p * n * self.cdtype.itemsize))
+            return y[:batch] if groups * p != batch else y
+        src = w
+        bufs = [_empty(q, w.shape, self.cdtype, self.like)]
+        if len(radices) > 1:
+            bufs.append(w if owned else _empty(q, w.shape, self.cdtype, self.like))
+        ns, off = 1, 0
+        for i, r in enumerate(radices):
+            dst = bufs[i % 2]
+            items = n // r
+            wg = min(WG, items)
+            self.k(f"tessera_fft_radix{r}")(
+                q, (_ceil(items, wg), batch), (wg, 1), np.int32(n), np.int32(ns),
+                np.int32(sign), tw.base_data, np.int32(off), src.base_data, dst.base_data)
+            off += (r - 1) * ns
+            ns *= r
+            src = dst
         return src
 
-    def axis(self, w, ax, n, sign):
-        """``w`` (contiguous) transformed along ``ax``, cut or padded to ``n`` points."""
+    def axis(self, w, ax, n, sign, owned=True):
+        """``w`` (contiguous) transformed along ``ax``, cut or padded to ``n`` points; ``w``
+        may be overwritten when ``owned``."""
         shape = list(w.shape)
         st = _c_strides(shape)
         nd = len(shape)
@@ -202,9 +358,10 @@ class _Ctx:
         if ax == nd - 1 and shape[ax] == n:
             rows = w
         else:
-            rows = self.gather(w, [shape[d] for d in other] + [n], [st[d] for d in other]
-                               + [st[ax]], [shape[d] for d in other] + [shape[ax]])
-        rows = self.rows(rows, n, batch, sign)
+            rows, owned = self.gather(w, [shape[d] for d in other] + [n],
+                                      [st[d] for d in other] + [st[ax]],
+                                      [shape[d] for d in other] + [shape[ax]]), True
+        rows = self.rows(rows, n, batch, sign, owned)
         res_shape = list(shape)
         res_shape[ax] = n
         if ax == nd - 1:
@@ -249,11 +406,14 @@ def fft_c2c(a, s, axes, norm, forward):
         shape[ax] = n
     if math.prod(shape) == 0:
         return _empty(c.queue, shape, c.cdtype, a)
-    w = c.contiguous(a)
+    # a C-ordered input is read in place (never written); any other is gathered first
+    owned = not (a.flags.c_contiguous and a.offset == 0)
+    w = c.contiguous(a) if owned else a
     for ax, n in zip(axes, s):
-        w = c.axis(w, ax, n, -1 if forward else +1)
+        w = c.axis(w, ax, n, -1 if forward else +1, owned)
+        owned = True
     scale = _scale(norm, not forward, math.prod(s))
-    return w if scale == 1.0 else c.contiguous(w, scale)
+    return w if scale == 1.0 else c.contiguous(w.reshape(-1), scale).reshape(w.shape)
 
 
 def fft_r2c(a, s, axes, norm, forward):
