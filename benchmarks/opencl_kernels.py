@@ -8,7 +8,10 @@ NumPy backend's launcher of the same op on the same host data, alternating the t
 sides rep by rep so that a shared machine's load falls on both. An OpenCL time
 includes the launch and ``queue.finish()`` (the result is ready), the output
 allocation through the arrays' own allocator (as the backend's buffers have it),
-and nothing else: inputs are on the device beforehand.
+and nothing else: inputs are on the device beforehand. The matvec pairs wait
+:data:`BLAS_SETTLE_S` and make one untimed call before each timed call on either
+side, so that OpenBLAS's worker threads, which spin for ~0.1 s after a NumPy call,
+are awake for NumPy's timed call and asleep for OpenCL's.
 
 The ratio is ``numpy time / opencl time`` of the medians: 1.0 or more means the
 OpenCL kernel is at least as fast. Issue 7's target on PoCL: >= 1.0 for matvec and
@@ -37,6 +40,14 @@ MATVEC_SIZES = (513, 2049, 4097)
 QUICK_MATVEC_SIZES = (257, 1025)
 OPTIM_LAYOUT = [(1_000_000,)] * 10
 QUICK_OPTIM_LAYOUT = [(100_000,)] * 10
+# OpenBLAS's worker threads spin for 2^28 TSC ticks (~0.11 s here;
+# OPENBLAS_THREAD_TIMEOUT=28, its default) after each threaded call before they sleep:
+# a call timed right after `a @ x` shares the cores with that spinning thread. Measured
+# on the 2-core EPYC (PoCL 3.0, load average 7, 4097^2 float32 matvec, medians of 21):
+# OpenCL 20.4 ms right after NumPy's call, 9.7 ms 0.3 s later; with
+# OPENBLAS_THREAD_TIMEOUT=4, 15.0 and 13.0 ms. So the matvec pairs pause this long
+# before each side's untimed and timed calls (_pair).
+BLAS_SETTLE_S = 0.15
 TARGETS = {"matvec": 1.0, "sgd_step": 1.0, "adam_step": 1.0, "adamw_step": 1.0,
            "adafactor_step": 1.0}
 
@@ -49,16 +60,29 @@ def _context():
     return cl.Context([cl.get_platforms()[0].get_devices()[0]])
 
 
-def _pair(host_call, dev_call, queue, repeat):
-    """Medians (s) of the two sides, alternated rep by rep after one warm-up each."""
+def _pair(host_call, dev_call, queue, repeat, settle=0.0):
+    """Medians (s) of the two sides, alternated rep by rep after one warm-up each.
+
+    With ``settle`` > 0 each side's timed call follows ``settle`` seconds idle and one
+    untimed call of its own, so each side is timed in its own steady state (for NumPy,
+    its BLAS threads awake; for OpenCL, the cores free of them: see
+    :data:`BLAS_SETTLE_S`).
+    """
     host_call()
     dev_call()
     queue.finish()
     th, td = [], []
     for _ in range(repeat):
+        if settle:
+            time.sleep(settle)
+            host_call()
         t = time.perf_counter()
         host_call()
         th.append(time.perf_counter() - t)
+        if settle:
+            time.sleep(settle)
+            dev_call()
+            queue.finish()
         t = time.perf_counter()
         dev_call()
         queue.finish()
@@ -125,7 +149,8 @@ def run(quick=False, repeat=15):
 
     # dense matvec
     compiles = []
-    for n in (QUICK_MATVEC_SIZES if quick else MATVEC_SIZES):
+    sizes = QUICK_MATVEC_SIZES if quick else MATVEC_SIZES
+    for n in sizes:
         a = rng.standard_normal((n, n), dtype=np.float32)
         x = rng.standard_normal(n, dtype=np.float32)
         a_d, x_d = cla.to_device(queue, a), cla.to_device(queue, x)
@@ -135,8 +160,15 @@ def run(quick=False, repeat=15):
         for variant in ("scalar", "warp"):
             launch = getattr(cmv, f"dense_matvec_{variant}")
             t_np, t_cl = _pair(partial(nmv.dense_matvec, a, x), partial(launch, a_d, x_d),
-                               queue, repeat)
+                               queue, repeat, BLAS_SETTLE_S)
             record(f"matvec f32 {n}x{n} {variant}", "matvec", t_np, t_cl)
+        if n == sizes[-1] and "cl_khr_fp64" in dev.extensions.split():
+            a, x = a.astype(np.float64), x.astype(np.float64)  # float64 at the largest size
+            a_d, x_d = cla.to_device(queue, a), cla.to_device(queue, x)
+            t_np, t_cl = _pair(partial(nmv.dense_matvec, a, x),
+                               partial(cmv.dense_matvec_scalar, a_d, x_d), queue, repeat,
+                               BLAS_SETTLE_S)
+            record(f"matvec f64 {n}x{n} scalar", "matvec", t_np, t_cl)
 
     # CSR spmv
     k = 128 if quick else 512
@@ -201,29 +233,66 @@ def run(quick=False, repeat=15):
     record(f"adafactor {len(shapes)}x{shapes[0][0]}x{shapes[0][1]}", "adafactor_step",
            t_np, t_cl)
 
-    # FFT: batched rows, a power of two (radix-2) and its neighbour (Bluestein)
+    # FFT: batched rows, a power of two (radix-8/4/2 Stockham passes) and its neighbour
+    # (Bluestein), a long row (global passes), complex128; pyvkfft beside them if installed
     from tessera_array.backends.numpy import fft as nfft
     from tessera_array.backends.opencl import fft as cfft
 
     eng = nfft.pick_engine()
     batch = 16 if quick else 64
-    for n in (4096, 4095):
-        z = (rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))).astype(
-            np.complex64)
+    fp64 = "cl_khr_fp64" in dev.extensions.split()
+    fft_cases = [(batch, 4096, np.complex64, True), (batch, 4095, np.complex64, True),
+                 (4 if quick else 16, 65536, np.complex64, False)]
+    if fp64:
+        fft_cases.append((batch, 4096, np.complex128, False))
+    try:
+        import pyvkfft.opencl as vkfft
+    except ImportError:  # not a dependency: no wheel on PyPI (fft.py's docstring)
+        vkfft = None
+
+    def vkfft_call(app, x):  # out of place into a fresh array, as fft_c2c returns
+        return app.fft(x, cla.empty_like(x))
+
+    for b, n, cdt, with_r2c in fft_cases:
+        tag = "c64" if cdt == np.complex64 else "c128"
+        z = (rng.standard_normal((b, n)) + 1j * rng.standard_normal((b, n))).astype(cdt)
         z_d = cla.to_device(queue, z)
-        if n == 4096:
+        if n == 4096 and cdt == np.complex64:
             compiles.append(cold_warm("fft.cl complex64",
                                       partial(cfft.fft_c2c, z_d, (n,), (1,), "backward", True)))
+        m = n if n & (n - 1) == 0 else 1 << (2 * n - 2).bit_length()
+        passes = len(cfft._radices(m)) * (1 if m == n else 2)
         t_np, t_cl = _pair(partial(eng.c2c, z, (n,), (1,), "backward", True),
                            partial(cfft.fft_c2c, z_d, (n,), (1,), "backward", True),
                            queue, repeat)
-        record(f"fft c2c c64 {batch}x{n}", "fft_c2c", t_np, t_cl)
+        record(f"fft c2c {tag} {b}x{n}", "fft_c2c", t_np, t_cl, {"passes": passes})
+        if n == 4096 and cdt == np.complex64 and n > cfft.LOCAL_MAX_N:
+            # the one-launch local-memory kernel on the same rows (fft.py's LOCAL_MAX_N),
+            # where the row fits the device's local memory
+            keep, cfft.LOCAL_MAX_N = cfft.LOCAL_MAX_N, n
+            try:
+                fits = cfft._local_shape(cfft._Ctx("bench", z_d, cdt), n, b) is not None
+                if fits:
+                    t_np, t_cl = _pair(partial(eng.c2c, z, (n,), (1,), "backward", True),
+                                       partial(cfft.fft_c2c, z_d, (n,), (1,), "backward",
+                                               True), queue, repeat)
+            finally:
+                cfft.LOCAL_MAX_N = keep
+            if fits:
+                record(f"fft c2c {tag} {b}x{n} local", "fft_c2c_local", t_np, t_cl)
+        if vkfft is not None:
+            app = vkfft.VkFFTApp(z_d.shape, z_d.dtype, queue, ndim=1, inplace=False)
+            t_np, t_cl = _pair(partial(eng.c2c, z, (n,), (1,), "backward", True),
+                               partial(vkfft_call, app, z_d), queue, repeat)
+            record(f"fft c2c {tag} {b}x{n} pyvkfft", "fft_c2c_pyvkfft", t_np, t_cl)
+        if not with_r2c:
+            continue
         zr = np.ascontiguousarray(z.real)
         zr_d = cla.to_device(queue, zr)
         t_np, t_cl = _pair(partial(eng.r2c, zr, (n,), (1,), "backward", True),
                            partial(cfft.fft_r2c, zr_d, (n,), (1,), "backward", True),
                            queue, repeat)
-        record(f"fft r2c f32 {batch}x{n}", "fft_r2c", t_np, t_cl)
+        record(f"fft r2c f32 {b}x{n}", "fft_r2c", t_np, t_cl)
 
     try:
         load = [round(v, 2) for v in os.getloadavg()]

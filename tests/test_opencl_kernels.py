@@ -212,7 +212,10 @@ def test_register_mirrors_numpy_backend():
 
 # ---- dense matvec -----------------------------------------------------------------
 
-MATVEC_SHAPES = [(1, 1), (3, 5), (1000, 37), (4097, 33), (5, 4097), (64, 0), (0, 3)]
+# (6, 8), (9, 15), (257, 1031): the CPU kernel's 4-row groups and 8-wide vector loads
+# with every kind of tail (rows mod 4, columns mod 8 and 16)
+MATVEC_SHAPES = [(1, 1), (3, 5), (6, 8), (9, 15), (257, 1031), (1000, 37), (4097, 33),
+                 (5, 4097), (64, 0), (0, 3)]
 
 
 @pytest.mark.parametrize("variant", ["scalar", "warp"])
@@ -325,11 +328,18 @@ def test_spmv_matches_numpy(variant, dtype, m, n, k, geometry):
     launch = getattr(cl_sparse, f"spmv_{variant}")
     y = launch(dev(data), dev(indices), dev(indptr), (m, n), dev(x)).get()
     ref = np_sparse.spmv(data, indices, indptr, (m, n), x)
-    if np.dtype(dtype).kind in "iu" or variant == "scalar":
-        # Integers wrap as NumPy's; CSR-scalar sums in SciPy's order: bit for bit.
+    if np.dtype(dtype).kind in "iuf":
+        # Integers wrap as NumPy's; both kernels sum each row in SciPy's order: bit for bit.
         np.testing.assert_array_equal(y, ref, strict=True)
     else:
         assert_close(y, ref, dtype, scale=10)
+
+
+def test_spmv_vector_lanes_follow_the_row_length():
+    """Lanes per row: about an eighth of the mean row length, a power of two in [2, 32]."""
+    assert [cl_sparse.lanes_for(m, nnz) for m, nnz in
+            ((3, 0), (1000, 5000), (1000, 17_000), (100_000, 6_400_000), (4096, 4096**2))] == \
+        [2, 2, 4, 8, 32]
 
 
 @pytest.mark.parametrize("variant", ["scalar", "warp"])
@@ -540,6 +550,9 @@ FFT_CASES = [  # (shape, s, axes): powers of two, Bluestein lengths, cut, pad, n
     ((8,), (8,), (0,)), ((1,), (1,), (0,)), ((3,), (3,), (0,)), ((1000,), (1000,), (0,)),
     ((4, 4097), (4097,), (1,)), ((5, 6), (5,), (0,)), ((5, 6), (4, 9), (0, 1)),
     ((2, 3, 7), (3, 7), (1, 2)), ((2, 3, 7), (5, 2), (2, 0)), ((3, 0, 4), (4,), (2,)),
+    # radix-8/4/2 passes on the last axis, on a leading axis, n-D, and Bluestein through them
+    ((3, 256), (256,), (1,)), ((32, 5), (32,), (0,)), ((4, 16, 8), (16, 8), (1, 2)),
+    ((2, 4096), (4096,), (1,)), ((64, 3), (64, 2), (0, 1)), ((3, 65), (65,), (1,)),
 ]
 FFT_TOL = {np.complex64: 2e-6, np.complex128: 1e-13}
 
@@ -575,6 +588,73 @@ def test_fft_strided_input(op):
     ref = getattr(NP_FFT, op)(arg[1:].T, (12, 8), (0, 1), "backward", True)
     got = getattr(cl_fft, f"fft_{op}")(view, (12, 8), (0, 1), "backward", True).get()
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.max(np.abs(ref)))
+
+
+POW2 = [1 << k for k in range(1, 17)]  # 2 .. 65536: every k mod 3 (radix 8, 8+2, 8+4)
+BLUESTEIN = [3, 5, 7, 17, 97, 127, 1000, 4095, 65537]  # odd and prime lengths
+# max |error| / max |reference| against numpy.fft in complex128 is at most C eps log2(m), m
+# the power-of-two length transformed (Bluestein's 2^ceil(log2(2n - 1))); measured on PoCL
+# 3.0: C <= 0.7 for powers of two, <= 2.6 through Bluestein (the chirp products)
+FFT_EPS = {np.complex64: 2.0 ** -24, np.complex128: 2.0 ** -53}
+
+
+@pytest.fixture(params=["local", "global"])
+def fft_route(request, monkeypatch):
+    """Run the power-of-two rows through the one-launch local-memory kernel (wherever
+    the row fits) or through one global launch per pass, whatever LOCAL_MAX_N says."""
+    monkeypatch.setattr(cl_fft, "LOCAL_MAX_N", 1 << 30 if request.param == "local" else 0)
+    return request.param
+
+
+def test_fft_radices_cover_each_length_in_ceil_k_over_3_passes():
+    for k in range(1, 21):
+        r = cl_fft._radices(1 << k)
+        assert np.prod(r) == 1 << k and len(r) == -(-k // 3)
+        assert all(x == 8 for x in r[:-1]) and r[-1] in (2, 4, 8)
+    assert cl_fft._radices(1) == []
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, pytest.param(np.complex128, marks=needs_fp64)])
+@pytest.mark.parametrize("n", POW2 + BLUESTEIN)
+def test_fft_rows_every_length_both_routes(dtype, n, fft_route):
+    """Forward and inverse rows of powers of two 2 .. 2^16 and odd/prime (Bluestein)
+    lengths, batches of 1 and of 3 (padding rows in the last local work-group), against
+    numpy.fft in complex128; the input buffer is left as it was."""
+    rng = np.random.default_rng(n)
+    batch = 3 if n <= 4096 else 1
+    x = rand(rng, (batch, n), dtype)
+    x_d = dev(x)
+    for forward in (True, False):
+        got = cl_fft.fft_c2c(x_d, (n,), (1,), "backward", forward).get()
+        ref = (np.fft.fft if forward else np.fft.ifft)(x.astype(np.complex128), axis=1)
+        assert got.shape == ref.shape and got.dtype == dtype
+        assert np.all(np.isfinite(got)), "poisoned elements left"
+        err = np.max(np.abs(got - ref)) / np.max(np.abs(ref))
+        m, c = (n, 2.0) if n & (n - 1) == 0 else (1 << (2 * n - 2).bit_length(), 5.0)
+        assert err <= c * FFT_EPS[dtype] * np.log2(m), (forward, err)
+    np.testing.assert_array_equal(x_d.get(), x)  # read in place, never written
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+@pytest.mark.parametrize("shape,axes", [((5, 64), (1,)), ((64, 5), (0,)), ((3, 16, 32), (1, 2)),
+                                        ((2, 8, 4, 2), (0, 1, 2, 3)), ((40, 16), (1,))])
+def test_fft_pow2_axes_norms_both_routes(shape, axes, norm, fft_route):
+    """Batched power-of-two transforms along leading, trailing and several axes, every
+    norm, c2c/r2c/c2r, through both routes ((40, 16): 32 rows a local work-group, so the
+    second has 24 padding rows)."""
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    x = rand(rng, shape, np.complex64)
+    xr = np.ascontiguousarray(x.real)
+    s = tuple(shape[a] for a in axes)
+    for op, arg in (("c2c", x), ("r2c", xr), ("c2r", x)):
+        for forward in (True, False):
+            ref = getattr(NP_FFT, op)(arg, s, axes, norm, forward)
+            got = getattr(cl_fft, f"fft_{op}")(dev(arg), s, axes, norm, forward).get()
+            assert got.shape == ref.shape and got.dtype == ref.dtype, op
+            assert np.all(np.isfinite(got)), f"{op}: poisoned elements left"
+            scale = np.max(np.abs(ref))
+            np.testing.assert_allclose(got, ref, rtol=0, atol=FFT_TOL[np.complex64] * 20 * scale,
+                                       err_msg=f"{op} forward={forward}")
 
 
 def test_fft_bad_input():

@@ -12,10 +12,10 @@ Variants (the keys of the per-solver routing table,
 
 ``scalar``
     One work-item per row on GPUs (``tessera_matvec_scalar``). On CPU devices
-    (PoCL) one work-item per block of contiguous rows (about 8 blocks per compute
-    unit), four rows at a time sharing each load of ``x``, so that each thread
-    streams through memory; one row per work-item in work-groups of 64 measured
-    about half as fast there.
+    (PoCL) one work-item (work-group of one) per block of contiguous rows,
+    :data:`CPU_BLOCKS` blocks per compute unit, eight rows at a time sharing each
+    load of ``x`` (row-major ``A``), or column by column into the block's slice of
+    ``y`` (column-major ``A``, e.g. a transposed view), built with ``-DTESSERA_CPU``.
 ``warp``
     One work-group of :data:`WARP_WG` work-items per row with a local-memory tree
     reduction (``tessera_matvec_warp``): the portable form of a warp per row, since
@@ -32,13 +32,96 @@ the row-block kernel on PoCL 3.0 (float32, 513 to 4097 square, a shared 2-core
 EPYC), so the per-solver routing keeps its meaning on GPUs and costs nothing on
 CPUs. The tests force the GPU geometry on PoCL too, so both kernels run in CI.
 
-Measured (``python -m benchmarks.opencl_kernels``, float32, medians of 15, NumPy
-launcher time / ours, so above 1 is faster; 2026-11-30): PoCL 5.0 on 2 pinned cores
-of the H200 host's Xeon (``POCL_CPU_MAX_CU_COUNT=2``): 513^2 0.27, 2049^2 0.73-0.75,
-4097^2 0.64-0.77; PoCL 3.0 on CI's kind of shared 2-core EPYC: 513^2 0.20, 4097^2
-0.52-0.54. Below the issue's 1.0: BLAS sgemv streams faster than this kernel, and
-PoCL's launch and sync cost 0.05-0.3 ms a call, which small sizes never recover.
-NVIDIA H200 OpenCL: 4097^2 in 0.24 ms (scalar) and 0.09 ms (warp).
+Why the CPU kernel ran at half of BLAS (PoCL 3.0-rc2, LLVM 14, 2-core EPYC,
+2026-11-30). PoCL used both cores (two worker threads, each ~0.5 of the wall time
+under the shared machine's load, read from /proc/self/task), the rows were split
+into 16 blocks, and the inner loop was explicit float8 arithmetic; but
+``POCL_VECTORIZER_REMARKS=1`` and the disassembly of the cached ``.so``
+(``POCL_LEAVE_KERNEL_COMPILER_TEMP_FILES=1``) show that PoCL 3.0 calls ``vload8``
+and ``min`` out of line (remark: "not inlined ... should never be inlined"): five
+calls per 8 columns of 4 rows, a compute-bound loop (2049^2, which stays in L3,
+ran at 6 GB/s against BLAS's 54). Loads through an unaligned vector typedef
+compile to plain ``vmovups``/``vmulps`` with no call. The launcher also spent
+20-30 us a call in ``cla.empty`` (NumPy shape checks in pyopencl's constructor);
+the fast constructor takes 3 us.
+
+Variants tried (float32, PoCL 3.0 CPU path; ``numpy`` = ``a @ x``, OpenBLAS sgemv
+on both cores; medians in ms of 21-41 reps alternated with NumPy in one process;
+the machine's load average was 2-6 throughout, from other users, so a figure moves
+by up to 2x between runs: compare within a run). The launcher, before and after,
+with ``finish`` (scratch script alternating NumPy / before / after; 4 runs)::
+
+                                          513^2       2049^2      4097^2
+    numpy a @ x                           0.09-0.14   1.0-16      7.7-17
+    before: vload8 calls, 4 rows          0.45-0.63   1.8-9.3     12-32
+    after, 4 rows (first form)            0.15-0.18   1.0-3.6     7.9-12.6
+    after, 8 rows (kept)                  0.17-0.20   2.0-3.9     16-18.5
+    before/after, same run                2.9-3.4x    1.4-2.6x    1.3-1.9x
+
+Kernels alone (arguments set once, ``enqueue_nd_range_kernel`` + ``finish``, 16-32
+row blocks; run A at load 2, run B at load 5.7)::
+
+                                          513^2   2049^2  4097^2
+    A  numpy                              0.05    1.2-5.6 3.8-8.1
+    A  4 rows, typedef loads              0.15    2.8     8.4
+    A  2 rows x 2 accumulators            0.09    2.9     5.7
+    A  1 row, scalar loop, clang fp
+         reassociate pragma (vectorized)  0.09    2.0     12.1
+    A  work-items across columns, work-
+         group 8 / 16 / 64, local sums    0.22-0.31 4.3-9.1 31-64
+    B  numpy                              0.05    1.1     10.9
+    B  4 rows                             0.08    4.2     17.5
+    B  8 rows (kept)                      0.08    2.2     16.1
+    B  1 row, 4 accumulators              0.06    4.4     19.2
+    B  1 row, scalar loop, no pragma      0.28    13.0    43.5
+    B  4 rows + __builtin_prefetch 64     0.07    2.1     11.3
+
+The work-items-across-columns form (consecutive work-items on consecutive
+addresses, for PoCL's vectorizer across work-items) is not vectorized at all:
+its remarks say "loop not vectorized: cannot prove it is safe to reorder
+floating-point operations" (PoCL's work-item loop wraps the strided j loop).
+Further rounds of three side-by-side runs each showed a position bias: the
+variant timed right after NumPy's call loses 10-30% at 4097^2 (OpenBLAS's spinning
+thread, below). Prefetching (32-512 floats ahead) looked 10% better in one round
+and worse in the next with the order swapped; 8 rows vs 4 rows, and 4 / 8 / 16 /
+32 blocks per compute unit, equal within noise in kernel-only times (profiling
+events; 2049^2 1.36-1.82 vs 1.61-1.62 ms, 4097^2 12.1-13.2 vs 11.1-14.1 ms at load
+6). 8 rows are kept (one load of x per 8 rows), 16 blocks per compute unit.
+A in huge pages (``USE_HOST_PTR`` on NumPy's memory, which NumPy madvises; PoCL's
+own buffers get 4 KiB pages), 4097^2, one thread each side: 5.13 ms against 5.58
+(-8%); NumPy 4.58.
+
+Launch cost (``enqueue_nd_range_kernel`` of an empty kernel + ``finish``): 17 us
+minimum, 40-70 us median under the load above (two thread wake-ups in PoCL); the
+whole 513^2 launcher call with ``finish``: 58 us minimum, 120 us median, against
+NumPy's 19-24 us. 513^2 is launch bound: the kernel itself runs in 27-30 us
+(profiling events), so no kernel change reaches 1.0 there.
+
+``python -m benchmarks.opencl_kernels`` after the change (NumPy launcher time /
+ours; load average 4-7 from other users). Two runs with the benchmark's old
+back-to-back pairing: 513^2 0.34-0.45, 2049^2 3.3-6.2, 4097^2 0.66-0.99, float64
+4097^2 0.85-0.93. There, each OpenCL call ran while OpenBLAS's worker thread, woken
+by the NumPy call just before, still spun on one of the two cores for ~0.1 s (see
+``BLAS_SETTLE_S`` in the benchmark: 4097^2 in 20.4 ms right after NumPy, 9.7 ms
+0.3 s later), and NumPy's 2049^2 time swung between 0.7 and 16 ms. Two runs with
+each side timed in its own steady state (a pause and an untimed call of its own
+before each timed call): 513^2 0.24-0.44, 2049^2 0.35-1.27, 4097^2 1.16-1.25,
+float64 4097^2 1.03-1.44; one more run of the old pairing in between: 513^2 0.33,
+2049^2 0.54-5.3, 4097^2 0.86-1.91, float64 0.69. So 4097^2 (A streamed from DRAM
+by both sides) reaches 1.0 in steady state; 2049^2, whose A stays in the 32 MiB L3
+in steady state, does not when OpenBLAS runs at full speed (0.8 ms against our
+2.0-2.3 ms). Why, measured back to back at load 3: one thread each, the kernel
+reads L3 at 12-19 GB/s against OpenBLAS's 18-22 (1025^2: 38 against 44), but
+OpenBLAS on both cores reaches 0.23 ms (73 GB/s) while two PoCL threads stay at
+~1 ms. The per-thread CPU time (/proc/self/task, 1000 back-to-back 2049^2 calls
+of 1.96 ms): each PoCL worker ran 0.37-0.38 of the wall time, so each call spends
+more than half its time with its workers off the CPU (woken late, or preempted
+by the other users' processes); at 4097^2 each runs ~0.5. 1, 2, 4 or 16 blocks per
+compute unit did not change it (kernel 0.7-1.2 ms minimum in each).
+Not fixed here: the thread scheduling is PoCL's and the OS's. 513^2 is launch
+bound (above). Earlier figures, before the change: PoCL 5.0 on 2 pinned cores of
+the H200 host's Xeon 513^2 0.27, 2049^2 0.73-0.75, 4097^2 0.64-0.77; NVIDIA H200
+OpenCL: 4097^2 in 0.24 ms (scalar) and 0.09 ms (warp).
 
 ``axpy(alpha, x, y, subtract=False)`` updates ``y += alpha * x`` (``-=``) in place,
 the product rounded and then the sum, as NumPy's expression (and the NumPy
@@ -64,8 +147,21 @@ __all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "dense_matvec_scalar",
 FILE = "matvec.cl"
 VARIANTS = ("default", "scalar", "warp")
 DEFAULT_IS = "scalar"
-WARP_WG = 64  # work-items per row in the warp variant (clamped to the device's limit)
+# Work-items per row in the warp variant (clamped to the device's limit). NVIDIA H200,
+# NVIDIA OpenCL 580.159.04, float32 / float64, time against cuBLAS gemv (CuPy 14.2) in
+# the same process, device timestamps, medians of 40 (cuBLAS time / ours):
+#   scalar loads, groups of 64/128/256:   4096^2 0.63/0.61/0.59 (f32), 0.61/0.63/0.63 (f64);
+#                                         8192^2 1.13/1.14/1.12, 0.86/0.87/0.87
+#   vload4 (the kernel now), 64/128/256:  4096^2 0.82/0.86/0.83, 0.73/0.76/0.73;
+#                                         8192^2 1.12/1.11/1.10, 0.82/0.82/0.81
+#   vload4, 8 rows of 32 per group:       4096^2 0.88, 0.79; 8192^2 0.99, 0.82
+# The vload4 rows were launched bare (no launcher, results not allocated per call); the
+# launcher adds ~10 us of Python per call, which is most of the 4096^2 difference: with
+# it, `python -m benchmarks.opencl_vs_cupy` gave 0.58-0.66 (f32) / 0.60-0.67 (f64) at
+# 4096^2 both before and after vload4.
+WARP_WG = 128
 SCALAR_WG = 64  # work-group size of the scalar variant (global size rounded up to it)
+CPU_BLOCKS = 16  # row blocks (work-items, work-groups of one) per compute unit on CPUs
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
 _setup: dict = {}  # (context, dtype, variant) -> (kernel, local size, CPU device?)
 
@@ -89,49 +185,74 @@ def _check(func, a, x):
 
 
 def _kernel(func, context, dtype, variant):
+    """``(kernel, work-group size, CPU device?, compute units)``, kept per context, dtype
+    and variant."""
     key = (context, dtype, variant)
     hit = _setup.get(key)
     if hit is None:
         dev = context.devices[0]
-        if variant == "warp":
+        cpu = _programs.is_cpu(dev)
+        if variant == "warp" and not cpu:
             wg = min(WARP_WG, dev.max_work_group_size)
             wg = 1 << (wg.bit_length() - 1)  # a power of two
             extra, name = (f"-DWG={wg}",), "tessera_matvec_warp"
         elif variant in ("tessera_axpy", "tessera_axpy_dev"):
             wg = min(SCALAR_WG, dev.max_work_group_size)
             extra, name = ("-DWG=1",), variant
-        else:
+        else:  # scalar; on CPU devices warp too (see the module docstring)
             wg = min(SCALAR_WG, dev.max_work_group_size)
             extra, name = ("-DWG=1",), "tessera_matvec_scalar"
+            if cpu:
+                extra += ("-DTESSERA_CPU",)  # library-call-free loads (see matvec.cl)
         opts = _programs.dtype_options(func, dtype, dev, extra=extra)
-        hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), wg,
-                             _programs.is_cpu(dev))
+        hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), wg, cpu,
+                             max(1, dev.max_compute_units))
     return hit
+
+
+def _cpu_rows(m: int, units: int) -> int:
+    """Rows per work-item on a CPU device: about :data:`CPU_BLOCKS` blocks per compute
+    unit (so PoCL's threads balance a shared machine's load), a multiple of 8 rows (the
+    kernel's row group)."""
+    per = -(-m // (CPU_BLOCKS * units))
+    return max(8, -(-per // 8) * 8)
+
+
+def _empty(queue, context, m, dtype, allocator):
+    """A fresh contiguous 1-D array of ``m`` elements through pyopencl's fast
+    constructor: ``cla.empty`` spends 20-30 us in NumPy shape checks (measured on PoCL
+    3.0, 2-core EPYC), a whole launch's cost at 513^2."""
+    cla = _array_type()
+    try:
+        return cla.Array(None, (m,), dtype, allocator=allocator, strides=(dtype.itemsize,),
+                         _fast=True, _size=m, _context=context, _queue=queue)
+    except TypeError:  # a PyOpenCL without the fast constructor
+        return cla.empty(queue, (m,), dtype, allocator=allocator)
 
 
 def _launch(func, variant, a, x):
     _check(func, a, x)
-    if variant == "warp" and _programs.is_cpu(a.context.devices[0]):
-        variant = "scalar"  # see the module docstring: on CPU devices both names run it
     queue = _programs.queue_of(func, a)
-    cla = _array_type()
     m, n = a.shape
-    y = cla.empty(queue, (m,), a.dtype, allocator=a.allocator)
+    y = _empty(queue, a.context, m, a.dtype, a.allocator)
     if m == 0:
         return y
     if n == 0:
         _programs.zero_fill(queue, y)
         return y
-    knl, wg, cpu = _kernel(func, a.context, a.dtype, variant)
+    knl, wg, cpu, units = _kernel(func, a.context, a.dtype, variant)
     size = a.dtype.itemsize
     s0, s1 = a.strides
-    if variant == "warp":
+    if cpu:
+        rper = _cpu_rows(m, units)
+        gsize, wg = -(-m // rper), 1
+        head = (np.int32(m), np.int32(n), np.int32(rper))
+    elif variant == "warp":
         gsize = m * wg
         head = (np.int32(m), np.int32(n))
     else:
-        rper, wg = _programs.rows_per_item(m, a.context.devices[0]) if cpu else (1, wg)
-        gsize = _programs.ceil_div(_programs.ceil_div(m, rper), wg) * wg
-        head = (np.int32(m), np.int32(n), np.int32(rper))
+        gsize = -(-m // wg) * wg
+        head = (np.int32(m), np.int32(n), np.int32(1))
     wait = None
     if x.queue is not queue and x.events:
         wait = list(x.events)
@@ -179,10 +300,10 @@ def axpy(alpha, x, y, subtract: bool = False) -> None:
                 f"{func}: a device alpha must be one element of y's dtype. "
                 f"Received: alpha.dtype={alpha.dtype}, alpha.shape={alpha.shape}"
             )
-        knl, wg, _ = _kernel(func, y.context, y.dtype, "tessera_axpy_dev")
+        knl, wg, _, _ = _kernel(func, y.context, y.dtype, "tessera_axpy_dev")
         args = (np.int64(n), alpha.base_data, np.int64(alpha.offset // size)) + tail
     else:
-        knl, wg, _ = _kernel(func, y.context, y.dtype, "tessera_axpy")
+        knl, wg, _, _ = _kernel(func, y.context, y.dtype, "tessera_axpy")
         args = (np.int64(n), y.dtype.type(alpha)) + tail
     evt = knl(queue, (-(-n // wg) * wg,), (wg,), *args)
     y.add_event(evt)

@@ -25,7 +25,15 @@ loops vectorize. Measured (``python -m benchmarks.opencl_kernels``, 10 tensors o
 float32, NumPy launcher time / ours, 2026-11-30): PoCL 5.0 on 2 pinned Xeon cores:
 SGD 1.32, Adam 1.54, AdamW 1.40, with ``check_finite`` 1.00-1.25, Adafactor (10 x
 1000^2) 0.43; PoCL 3.0 on a shared 2-core EPYC: SGD 1.69, Adam 2.89, AdamW 3.54,
-with ``check_finite`` 1.79-2.64, Adafactor 1.61.
+with ``check_finite`` 1.79-2.64, Adafactor 1.61. Again on PoCL 3.0, four runs at load
+average 4-6.5 (2026-11-30, after the matvec change, nothing changed here): SGD
+1.64-1.92, Adam 2.92-3.31, AdamW 2.83-3.28; with ``check_finite`` 1.63-1.90,
+2.67-3.14, 2.41-3.11; Adafactor 1.57-1.96. Adafactor's kernels there (profiling
+events, 10 x 1000^2): rows 3.9 ms, cols 5.3, rmean 0.03 (the one serial sum, 1000
+elements), sumsq 6.9, usq_rows 7.0, apply_rows 9.1; 32 ms of kernels in a 41 ms
+call. The compiled kernels call no library function inside a loop (PoCL 3.0 calls
+``min`` out of line: once per work-item here). PoCL 5.0's 0.43 could not be
+reproduced: only PoCL 3.0 (PyPI) and 3.1 (Debian) can be installed on this machine.
 
 Registered for float32 and float64 (float64 builds only where the device reports
 ``cl_khr_fp64``).
