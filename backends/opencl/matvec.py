@@ -128,6 +128,38 @@ the product rounded and then the sum, as NumPy's expression (and the NumPy
 backend's ``axpy``) rounds them; ``alpha`` is a Python scalar or a 0-d array of
 ``y``'s dtype, read on the device (no host sync).
 
+Host cost per call. A call looks up its launch plan under a key of every attribute
+the checks read (classes, contexts, dtypes, shapes, strides, offsets; ``subtract`` and
+alpha's class for ``axpy``): kernel, geometry, the NumPy scalar arguments and the
+result's layout. A new key runs the full checks (same errors, same order) and builds
+the plan (:func:`_plan`, :func:`_axpy_plan`); ``_setup`` holds both, cleared at
+:data:`~._launch.PLANS_MAX` entries. Expected before the change: the checks (~3 us),
+nine NumPy scalars (0.4-0.6 us each) and the kernel key go from each call, the
+result's allocation (2-3 us) stays: the matvec Python 8-9 us -> 3-4 us (the H200's
+10-12 us per call was most of the gap to cuBLAS at 4096^2). Measured with
+``python -m benchmarks.opencl_launch --against DIR`` (DIR: matvec.py,
+sparse.py, optim.py of commit dd4c2a4), PoCL 3.0 on the shared 2-core EPYC, load 5-6,
+tiny inputs (the kernel costs nothing), thread-CPU us per call, medians of 31 batches of
+100 calls, three runs (the first and third at about twice the second's load). ``enqueue``: the
+call's kernel invocations alone, replayed with its arguments; ``python``: the whole
+call with each kernel a stub that enqueues nothing (the launcher's own Python, the
+result's allocation included)::
+
+                          enqueue     call before  call now    python before  now
+    matvec scalar 8x8     11.9-17.4   25.2-40.7    15.6-23.9   9.3-17.9       4.0-7.8
+    matvec warp 8x8       11.3-15.1   27.1-40.3    14.9-22.2   9.4-18.1       3.6-7.3
+    axpy host alpha, 8    11.5-16.0   18.0-34.4    15.1-23.3   5.9-10.8       2.6-4.7
+    axpy device alpha, 8   6.9-10.3   22.0-33.4    13.1-21.2   6.2-11.3       1.9-3.6
+
+Python now / before within each run: matvec scalar 0.41-0.44, warp 0.38-0.41, axpy
+host alpha 0.43-0.44, device alpha 0.31-0.34.
+
+What is left of the matvec Python: the result through PyOpenCL's fast constructor
+(2.3 us; a copy of a kept template's attributes measured 1.3 us, not used: it would
+depend on PyOpenCL's private layout) and the plan key (0.6 us). ``axpy`` now also
+waits for ``x``'s and a device alpha's events when they live on another queue, as
+the other launchers do.
+
 Registered for float32, complex64, float64 and complex128; the last two build only
 on devices with ``cl_khr_fp64`` (MissingCapabilityError otherwise).
 """
@@ -138,7 +170,7 @@ import numpy as np
 
 from tessera_array import _dtypes
 
-from . import _programs
+from . import _launch, _programs
 from ._programs import array_type as _array_type
 
 __all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "dense_matvec_scalar",
@@ -163,7 +195,9 @@ WARP_WG = 128
 SCALAR_WG = 64  # work-group size of the scalar variant (global size rounded up to it)
 CPU_BLOCKS = 16  # row blocks (work-items, work-groups of one) per compute unit on CPUs
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
-_setup: dict = {}  # (context, dtype, variant) -> (kernel, local size, CPU device?)
+# (context, dtype, variant) -> (kernel, local size, CPU device?, compute units); the plan
+# keys of _launch_matvec and axpy (a shape class each) -> their launch plans
+_setup: dict = {}
 
 
 def _check(func, a, x):
@@ -218,64 +252,76 @@ def _cpu_rows(m: int, units: int) -> int:
     return max(8, -(-per // 8) * 8)
 
 
-def _empty(queue, context, m, dtype, allocator):
-    """A fresh contiguous 1-D array of ``m`` elements through pyopencl's fast
-    constructor: ``cla.empty`` spends 20-30 us in NumPy shape checks (measured on PoCL
-    3.0, 2-core EPYC), a whole launch's cost at 513^2."""
-    cla = _array_type()
-    try:
-        return cla.Array(None, (m,), dtype, allocator=allocator, strides=(dtype.itemsize,),
-                         _fast=True, _size=m, _context=context, _queue=queue)
-    except TypeError:  # a PyOpenCL without the fast constructor
-        return cla.empty(queue, (m,), dtype, allocator=allocator)
-
-
-def _launch(func, variant, a, x):
+def _plan(func, variant, key, a, x):
+    """The launch plan of a new shape class: the full checks, then everything a call of
+    this class reuses (kernel, geometry, NumPy scalar arguments, the result's layout),
+    kept under ``key`` (the attributes the checks read)."""
     _check(func, a, x)
-    queue = _programs.queue_of(func, a)
     m, n = a.shape
-    y = _empty(queue, a.context, m, a.dtype, a.allocator)
-    if m == 0:
-        return y
-    if n == 0:
-        _programs.zero_fill(queue, y)
-        return y
-    knl, wg, cpu, units = _kernel(func, a.context, a.dtype, variant)
     size = a.dtype.itemsize
+    knl = gs = ls = head = None
+    if m and n:
+        knl, wg, cpu, units = _kernel(func, a.context, a.dtype, variant)
+        if cpu:
+            rper = _cpu_rows(m, units)
+            gsize, wg = -(-m // rper), 1
+            head = (np.int32(m), np.int32(n), np.int32(rper))
+        elif variant == "warp":
+            gsize = m * wg
+            head = (np.int32(m), np.int32(n))
+        else:
+            gsize = -(-m // wg) * wg
+            head = (np.int32(m), np.int32(n), np.int32(1))
+        gs, ls = (gsize,), (wg,)
     s0, s1 = a.strides
-    if cpu:
-        rper = _cpu_rows(m, units)
-        gsize, wg = -(-m // rper), 1
-        head = (np.int32(m), np.int32(n), np.int32(rper))
-    elif variant == "warp":
-        gsize = m * wg
-        head = (np.int32(m), np.int32(n))
-    else:
-        gsize = -(-m // wg) * wg
-        head = (np.int32(m), np.int32(n), np.int32(1))
-    wait = None
-    if x.queue is not queue and x.events:
-        wait = list(x.events)
-    evt = knl(queue, (gsize,), (wg,), *head,
-              a.base_data, np.int64(a.offset // size), np.int64(s0 // size), np.int64(s1 // size),
-              x.base_data, np.int64(x.offset // size), np.int64(x.strides[0] // size),
-              y.base_data, wait_for=wait)
-    y.add_event(evt)
+    plan = (2 if m and n else 1 if m else 0, knl, gs, ls, head, np.int64(a.offset // size),
+            np.int64(s0 // size), np.int64(s1 // size), np.int64(x.offset // size),
+            np.int64(x.strides[0] // size), (m,), (size,), m)
+    if key is not None:
+        if len(_setup) >= _launch.PLANS_MAX:
+            _setup.clear()
+        _setup[key] = plan
+    return plan
+
+
+def _launch_matvec(func, variant, a, x):
+    key = None
+    try:
+        key = (variant, a.__class__, x.__class__, a.context, x.context, a.dtype, x.dtype,
+               a.shape, a.strides, a.offset, x.shape, x.strides, x.offset)
+        plan = _setup[key]
+    except (KeyError, AttributeError, TypeError):  # a new shape class, or not an array
+        plan = None
+    if plan is None:  # (outside the except clause: its errors chain no KeyError)
+        plan = _plan(func, variant, key, a, x)
+    mode, knl, gs, ls, head, ao, as0, as1, xo, xs, yshape, ystrides, m = plan
+    queue = a.queue
+    if queue is None:
+        _programs.queue_of(func, a)  # raises
+    y = _launch.fresh(queue, a.context, yshape, ystrides, m, a.dtype, a.allocator)
+    if mode != 2:
+        if mode:  # n == 0: zeros
+            _programs.zero_fill(queue, y)
+        return y
+    wait = list(x.events) if x.queue is not queue and x.events else None
+    y.events.append(knl(queue, gs, ls, *head, a.base_data, ao, as0, as1, x.base_data, xo, xs,
+                        y.base_data, wait_for=wait))
     return y
 
 
 def dense_matvec_scalar(a, x):
     """y = A @ x, one work-item per row."""
-    return _launch("matvec", "scalar", a, x)
+    return _launch_matvec("matvec", "scalar", a, x)
 
 
 def dense_matvec_warp(a, x):
     """y = A @ x, one work-group per row with a local-memory reduction."""
-    return _launch("matvec", "warp", a, x)
+    return _launch_matvec("matvec", "warp", a, x)
 
 
-def axpy(alpha, x, y, subtract: bool = False) -> None:
-    """``y += alpha * x`` (``y -= alpha * x`` when ``subtract``) in place, rounded as NumPy."""
+def _axpy_plan(key, alpha, x, y, subtract):
+    """The launch plan of a new ``axpy`` shape class (the full checks in the order a call
+    makes them), kept under ``key``."""
     func = "axpy"
     cla = _array_type()
     _programs.check_array(func, "x", x, cla.Array)
@@ -287,25 +333,63 @@ def axpy(alpha, x, y, subtract: bool = False) -> None:
             f"y.dtype={y.dtype}"
         )
     n = y.shape[0]
-    if n == 0:
+    plan = (0, False, None, None, None, None, (None,) * 5)
+    if n:
+        _programs.queue_of(func, y)
+        device = isinstance(alpha, cla.Array)
+        if device:
+            _check_alpha(alpha, y)
+        knl, wg, _, _ = _kernel(func, y.context, y.dtype,
+                                "tessera_axpy_dev" if device else "tessera_axpy")
+        size = y.dtype.itemsize
+        plan = (n, device, knl, (-(-n // wg) * wg,), (wg,), np.int64(n),
+                (np.int32(bool(subtract)), np.int64(x.offset // size),
+                 np.int64(x.strides[0] // size), np.int64(y.offset // size),
+                 np.int64(y.strides[0] // size)))
+    if key is not None:
+        if len(_setup) >= _launch.PLANS_MAX:
+            _setup.clear()
+        _setup[key] = plan
+    return plan
+
+
+def _check_alpha(alpha, y):
+    if alpha.dtype != y.dtype or alpha.size != 1:
+        raise TypeError(
+            f"axpy: a device alpha must be one element of y's dtype. "
+            f"Received: alpha.dtype={alpha.dtype}, alpha.shape={alpha.shape}"
+        )
+
+
+def axpy(alpha, x, y, subtract: bool = False) -> None:
+    """``y += alpha * x`` (``y -= alpha * x`` when ``subtract``) in place, rounded as NumPy."""
+    key = None
+    try:
+        key = ("axpy", alpha.__class__, x.__class__, y.__class__, x.dtype, y.dtype, x.shape,
+               y.shape, x.strides, y.strides, x.offset, y.offset, y.context, subtract)
+        plan = _setup[key]
+    except (KeyError, AttributeError, TypeError):  # a new shape class, or not an array
+        plan = None
+    if plan is None:  # (outside the except clause: its errors chain no KeyError)
+        plan = _axpy_plan(key, alpha, x, y, subtract)
+    n, device, knl, gs, ls, n64, (sub, xo, xs, yo, ys) = plan
+    if not n:
         return
-    queue = _programs.queue_of(func, y)
-    size = y.dtype.itemsize
-    tail = (np.int32(bool(subtract)), x.base_data, np.int64(x.offset // size),
-            np.int64(x.strides[0] // size), y.base_data, np.int64(y.offset // size),
-            np.int64(y.strides[0] // size))
-    if isinstance(alpha, cla.Array):
-        if alpha.dtype != y.dtype or alpha.size != 1:
-            raise TypeError(
-                f"{func}: a device alpha must be one element of y's dtype. "
-                f"Received: alpha.dtype={alpha.dtype}, alpha.shape={alpha.shape}"
-            )
-        knl, wg, _, _ = _kernel(func, y.context, y.dtype, "tessera_axpy_dev")
-        args = (np.int64(n), alpha.base_data, np.int64(alpha.offset // size)) + tail
+    queue = y.queue
+    if queue is None:
+        _programs.queue_of("axpy", y)  # raises
+    wait = list(x.events) if x.queue is not queue and x.events else None
+    if device:
+        _check_alpha(alpha, y)
+        if alpha.queue is not queue and alpha.events:
+            wait = (wait or []) + alpha.events
+        off = alpha.offset
+        evt = knl(queue, gs, ls, n64, alpha.base_data,
+                  np.int64(off // alpha.dtype.itemsize) if off else _launch.ZERO64, sub,
+                  x.base_data, xo, xs, y.base_data, yo, ys, wait_for=wait)
     else:
-        knl, wg, _, _ = _kernel(func, y.context, y.dtype, "tessera_axpy")
-        args = (np.int64(n), y.dtype.type(alpha)) + tail
-    evt = knl(queue, (-(-n // wg) * wg,), (wg,), *args)
+        evt = knl(queue, gs, ls, n64, y.dtype.type(alpha), sub, x.base_data, xo, xs,
+                  y.base_data, yo, ys, wait_for=wait)
     y.add_event(evt)
 
 

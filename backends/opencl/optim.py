@@ -35,6 +35,33 @@ call. The compiled kernels call no library function inside a loop (PoCL 3.0 call
 ``min`` out of line: once per work-item here). PoCL 5.0's 0.43 could not be
 reproduced: only PoCL 3.0 (PyPI) and 3.1 (Debian) can be installed on this machine.
 
+Host cost per call. The kernels are kept per (context, dtype, name, flags) and the
+elementwise geometry per element count (``_setup``), so a call makes no device query
+and builds no option tuple; buffers whose offset is 0 pass one kept ``np.int64(0)``.
+The checks first run as attribute tests (:func:`_plain`: the class itself, the same
+dtype object, the context, ``flags.c_contiguous``, the gradients' shapes); only a call
+that fails them runs the itemized checks, which raise the same errors as before.
+Expected: of ~10 us of Python per tensor before (``_geom``'s ``context.devices[0]``
+and ``max_compute_units`` queries, five NumPy scalars, the itemized checks), about
+1.5-2 us per tensor stays. Measured with
+``python -m benchmarks.opencl_launch --against DIR`` (DIR: matvec.py,
+sparse.py, optim.py of commit dd4c2a4), PoCL 3.0 on the shared 2-core EPYC, load 5-6,
+10 tensors of 4 float32 (the kernels cost nothing), thread-CPU us per call (10
+launches), medians of 31 batches of 100 calls, three runs (the first and third at about
+twice the second's load); columns as in :mod:`.matvec` (``python``: kernels stubbed out)::
+
+                         enqueue     call before  call now    python before  now
+    sgd_step, 10         97-146      306-492      127-209     106-223        18.0-32.7
+    adam_step, 10        121-160     346-552      157-247     130-267        24.0-44.3
+    adamw_step, 10       114-172     446-593      171-256     127-267        23.6-45.1
+
+Python now / before within each run: SGD 0.15-0.17, Adam 0.17-0.19, AdamW 0.17-0.19.
+
+The front end reaches these launchers through ``_kernels.contiguous_operands`` (the
+registry's adapter for in-place launchers), which walks every list and keyword per
+call: with kernels stubbed, ``sgd_step`` over 10 tensors took 28 us raw and 53 us
+through it (``axpy`` 4.2 / 7.1 us), a scratch script at load 5-6.
+
 Registered for float32 and float64 (float64 builds only where the device reports
 ``cl_khr_fp64``).
 """
@@ -47,7 +74,7 @@ import numpy as np
 
 from tessera_array import _dtypes
 
-from . import _programs
+from . import _launch, _programs
 from ._programs import array_type as _array_type
 
 __all__ = ["adafactor_step", "adam_step", "adamw_step", "nonfinite", "register", "sgd_step"]
@@ -65,7 +92,32 @@ F_MAXIMIZE, F_WEIGHT_DECAY, F_MOMENTUM, F_FIRST = 1, 2, 4, 8
 F_NESTEROV, F_DECOUPLED, F_AMSGRAD, F_FACTORED, F_LERP_HIGH = 16, 32, 64, 128, 256
 
 _FLOAT_NP = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
-_setup: dict = {}  # (context, dtype) -> (options, work-group size, CPU device?)
+_INT32 = np.dtype(np.int32)
+# (context, dtype) -> _Setup; (context, dtype, kernel name, flags) -> (kernel, wg, cpu)
+_setup: dict = {}
+
+
+class _Setup:
+    """What the launches of one (context, dtype) reuse: program options, work-group
+    size, CPU device?, and the elementwise geometry per element count."""
+
+    __slots__ = ("cpu", "geoms", "opts", "wg")
+
+    def __init__(self, opts, wg, cpu):
+        self.opts, self.wg, self.cpu, self.geoms = opts, wg, cpu, {}
+
+
+def _setup_of(func, context, dtype):
+    st = _setup.get((context, dtype))
+    if st is None:
+        dev = context.devices[0]
+        cpu = _programs.is_cpu(dev)
+        wg = 1 if cpu else min(WG, dev.max_work_group_size)
+        wg = 1 << (wg.bit_length() - 1)
+        opts = _programs.dtype_options(func, dtype, dev, extra=(f"-DWG={wg}",)
+                                       + _programs.probe_options(context))
+        st = _setup[(context, dtype)] = _Setup(opts, wg, cpu)
+    return st
 
 
 def _kernel(func, context, dtype, name, flags=None):
@@ -75,17 +127,29 @@ def _kernel(func, context, dtype, name, flags=None):
     the kernel's branches on it are resolved at compile time (one program per mask
     in use; see optim.cl).
     """
-    hit = _setup.get((context, dtype))
+    key = (context, dtype, name, flags)
+    hit = _setup.get(key)
     if hit is None:
-        dev = context.devices[0]
-        cpu = _programs.is_cpu(dev)
-        wg = 1 if cpu else min(WG, dev.max_work_group_size)
-        wg = 1 << (wg.bit_length() - 1)
-        opts = _programs.dtype_options(func, dtype, dev, extra=(f"-DWG={wg}",)
-                                       + _programs.probe_options(context))
-        hit = _setup[(context, dtype)] = (opts, wg, cpu)
-    opts = hit[0] if flags is None else hit[0] + (f"-DFLAGS={flags}",)
-    return _programs.kernel(context, FILE, opts, name), hit[1], hit[2]
+        st = _setup_of(func, context, dtype)
+        opts = st.opts if flags is None else st.opts + (f"-DFLAGS={flags}",)
+        hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), st.wg, st.cpu)
+    return hit
+
+
+def _geoms(func, context, dtype):
+    """The ``{n: (global, local, n, bmul, step, cnt)}`` cache of (context, dtype): the
+    leading arguments of an elementwise launch over ``n`` elements (:func:`_geom_of`)."""
+    return _setup_of(func, context, dtype).geoms
+
+
+def _geom_of(geoms, n, wg, cpu, context):
+    geo = geoms.get(n)
+    if geo is None:
+        if len(geoms) >= _launch.PLANS_MAX:
+            geoms.clear()
+        gs, ls, *chunk = _geom(n, wg, cpu, context)
+        geo = geoms[n] = (gs, ls, np.int64(n), *chunk)
+    return geo
 
 
 def _geom(n, wg, cpu, context):
@@ -119,9 +183,17 @@ def _off(a):
 
 
 def _check(func, params, grads, states):
-    """TypeError/ValueError for buffers the kernels cannot take; returns (queue, dtype)."""
-    cla = _array_type()
+    """TypeError/ValueError for buffers the kernels cannot take; returns (queue, dtype).
+
+    A call whose buffers all pass the cheap attribute test of :func:`_plain` (pyopencl
+    arrays of one dtype and context, contiguous, grads shaped as their parameters) skips
+    the itemized checks, which then run only to name what is wrong."""
     p0 = params[0]
+    if p0.__class__ is _launch._cla_array and _plain(params, grads, states, p0):
+        q = p0.queue
+        return (q if q is not None else _programs.queue_of(func, p0)), p0.dtype
+    cla = _array_type()
+    _launch.array_class()
     _programs.check_array(func, "params[0]", p0, cla.Array)
     dtype, ctx = p0.dtype, p0.context
     if dtype not in _FLOAT_NP:
@@ -154,23 +226,58 @@ def _check(func, params, grads, states):
     return _programs.queue_of(func, p0), dtype
 
 
+def _plain(params, grads, states, p0) -> bool:
+    """True when every buffer is a ``pyopencl.array.Array`` (the class itself) of
+    ``p0``'s dtype (the same dtype object) and context, C-contiguous, every list as long
+    as ``params`` and each gradient of its parameter's shape: what :func:`_check`
+    itemizes, by attribute tests only. False sends the call to the itemized checks."""
+    cls, dtype, ctx = p0.__class__, p0.dtype, p0.context
+    if dtype not in _FLOAT_NP:
+        return False
+    n = len(params)
+    if len(grads) != n:
+        return False
+    for p, g in zip(params, grads):
+        if p.__class__ is not cls or g.__class__ is not cls or p.dtype is not dtype \
+                or g.dtype is not dtype or p.shape != g.shape \
+                or (p.context is not ctx and p.context != ctx) \
+                or (g.context is not ctx and g.context != ctx) \
+                or not p.flags.c_contiguous or not g.flags.c_contiguous:
+            return False
+    for _, lst in states:
+        if lst is None:
+            continue
+        if len(lst) != n:
+            return False
+        for a in lst:
+            if a is not None and (a.__class__ is not cls or a.dtype is not dtype
+                                  or (a.context is not ctx and a.context != ctx)
+                                  or not a.flags.c_contiguous):
+                return False
+    return True
+
+
 def _gsize(n, wg):
     return (-(-n // wg) * wg,)
 
 
 def nonfinite(grads) -> tuple:
     """Indices of the gradients holding a NaN or an inf (one read-back, ``# sync``)."""
-    cla = _array_type()
     g0 = grads[0]
     queue = _programs.queue_of("nonfinite", g0)
-    knl, wg, cpu = _kernel("nonfinite", g0.context, g0.dtype, "tessera_nonfinite")
-    flags = cla.empty(queue, (len(grads),), np.int32, allocator=g0.allocator)
+    ctx = g0.context
+    knl, wg, cpu = _kernel("nonfinite", ctx, g0.dtype, "tessera_nonfinite")
+    geoms = _geoms("nonfinite", ctx, g0.dtype)
+    nt = len(grads)
+    flags = _launch.fresh(queue, ctx, (nt,), (4,), nt, _INT32, g0.allocator)
     _programs.zero_fill(queue, flags)
+    fbuf, ZERO = flags.base_data, _launch.ZERO64
     for i, g in enumerate(grads):
-        if g.size:
-            gs, ls, *chunk = _geom(g.size, wg, cpu, g0.context)
-            knl(queue, gs, ls, np.int64(g.size), *chunk, g.base_data, _off(g),
-                flags.base_data, np.int32(i))
+        n = g.size
+        if n:
+            off = g.offset
+            knl(queue, *_geom_of(geoms, n, wg, cpu, ctx), g.base_data,
+                np.int64(off // g.dtype.itemsize) if off else ZERO, fbuf, np.int32(i))
     found = flags.get(queue)  # sync
     return tuple(int(i) for i in np.flatnonzero(found))
 
@@ -197,14 +304,19 @@ def sgd_step(params, grads, momentum_buffers, *, lr, momentum, dampening, weight
     if momentum != 0:
         flags |= F_MOMENTUM | (F_FIRST if first else 0) | (F_NESTEROV if nesterov else 0)
     knl, wg, cpu = _kernel(func, ctx, dtype, "tessera_sgd", flags)
+    geoms = _geoms(func, ctx, dtype)
     scalars = (t(lr), t(momentum), t(1.0 - dampening), t(weight_decay))
-    for i, (p, g) in enumerate(zip(params, grads)):
-        if not p.size:
+    flags32, isz, ZERO = np.int32(flags), dtype.itemsize, _launch.ZERO64
+    for p, g, b in zip(params, grads, bufs if bufs is not None else grads):
+        n = p.size
+        if not n:
             continue
-        b = bufs[i] if bufs is not None else g  # never read without momentum
-        gs, ls, *chunk = _geom(p.size, wg, cpu, ctx)
-        knl(queue, gs, ls, np.int64(p.size), *chunk, np.int32(flags),
-            p.base_data, _off(p), g.base_data, _off(g), b.base_data, _off(b), *scalars)
+        # (b is g without momentum: never read)
+        po, go, bo = p.offset, g.offset, b.offset
+        knl(queue, *_geom_of(geoms, n, wg, cpu, ctx), flags32,
+            p.base_data, np.int64(po // isz) if po else ZERO,
+            g.base_data, np.int64(go // isz) if go else ZERO,
+            b.base_data, np.int64(bo // isz) if bo else ZERO, *scalars)
     return ()
 
 
@@ -228,17 +340,23 @@ def _adam(func, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr, be
     if weight_decay != 0:
         flags |= F_WEIGHT_DECAY | (F_DECOUPLED if decoupled else 0)
     knl, wg, cpu = _kernel(func, ctx, dtype, "tessera_adam", flags)
+    geoms = _geoms(func, ctx, dtype)
     scalars = (t(weight_decay), t(1.0 - lr * weight_decay), t(1.0 - beta1), t(beta2),
                t(1.0 - beta2), t(bc2_sqrt), t(eps), t(step_size))
-    for i, (p, g) in enumerate(zip(params, grads)):
-        if not p.size:
+    flags32, isz, ZERO = np.int32(flags), dtype.itemsize, _launch.ZERO64
+    for p, g, m, v, vm in zip(params, grads, exp_avgs, exp_avg_sqs,
+                              maxes if maxes is not None else exp_avg_sqs):
+        n = p.size
+        if not n:
             continue
-        m, v = exp_avgs[i], exp_avg_sqs[i]
-        vm = maxes[i] if maxes is not None else v  # never read without amsgrad
-        gs, ls, *chunk = _geom(p.size, wg, cpu, ctx)
-        knl(queue, gs, ls, np.int64(p.size), *chunk, np.int32(flags),
-            p.base_data, _off(p), g.base_data, _off(g), m.base_data, _off(m),
-            v.base_data, _off(v), vm.base_data, _off(vm), *scalars)
+        # (vm is v without amsgrad: never read)
+        po, go, mo, vo, vmo = p.offset, g.offset, m.offset, v.offset, vm.offset
+        knl(queue, *_geom_of(geoms, n, wg, cpu, ctx), flags32,
+            p.base_data, np.int64(po // isz) if po else ZERO,
+            g.base_data, np.int64(go // isz) if go else ZERO,
+            m.base_data, np.int64(mo // isz) if mo else ZERO,
+            v.base_data, np.int64(vo // isz) if vo else ZERO,
+            vm.base_data, np.int64(vmo // isz) if vmo else ZERO, *scalars)
     return ()
 
 

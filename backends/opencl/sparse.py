@@ -50,6 +50,27 @@ bound on the index -> x gather chain; neither kernel reaches cuSPARSE there. Ker
 text variants (restrict, 32-bit indices, a contiguous-x branch) measured 10-35% slower
 (see spmv.cl).
 
+Host cost per call. A call looks up its launch plan (kernel, geometry, NumPy scalar
+arguments, the result's layout) under a key of every attribute the checks read: the
+variant, ``shape`` and each buffer's class, context, dtype, shape, strides and offset.
+A new key runs the full checks (same errors, same order) and builds the plan
+(:func:`_plan`); an unhashable ``shape`` (a list) is checked and launched, not kept.
+Before, a tiny call spent its time in ``cla.empty`` (NumPy shape checks), the checks'
+NumPy ``any()`` reductions and loops, ``is_cpu``/``devices[0]``/``rows_per_item``
+device queries and ten NumPy scalars; expected: 50-55 us of Python -> about 5 (the
+key, the result through PyOpenCL's fast constructor). Measured with
+``python -m benchmarks.opencl_launch --against DIR`` (DIR: matvec.py,
+sparse.py, optim.py of commit dd4c2a4), PoCL 3.0 on the shared 2-core EPYC, load 5-6,
+a 8 x 8 CSR matrix of 8 entries (the kernel costs nothing), thread-CPU us per call,
+medians of 31 batches of 100 calls, three runs (the first and third at about twice the
+second's load); columns as in :mod:`.matvec` (``python``: kernels stubbed out)::
+
+                       enqueue     call before  call now    python before  now
+    spmv scalar 8x8    9.0-11.5    108-155      19.2-27.9   57.1-110       4.3-8.2
+    spmv warp 8x8      13.5-20.2   97.4-158     18.9-25.2   52.8-112       4.4-8.2
+
+Python now / before within each run: scalar 0.074-0.082, warp 0.074-0.083.
+
 Floating dtypes are registered for all three variants; integer dtypes (wrap-around
 sums, as NumPy's) for ``default`` only, as on the NumPy backend.
 """
@@ -60,7 +81,7 @@ import numpy as np
 
 from tessera_array import _dtypes
 
-from . import _programs
+from . import _launch, _programs
 from ._programs import array_type as _array_type
 
 __all__ = ["DEFAULT_IS", "VARIANTS", "VECTOR_WG", "lanes_for", "register", "spmv_scalar",
@@ -73,7 +94,8 @@ VECTOR_WG = 128  # work-items per work-group of the warp (CSR-vector) variant
 MAX_LANES = 32  # at most this many work-items share one row
 SCALAR_WG = 64
 _NUMERIC_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING + _dtypes.INTEGER)
-# (context, dtype, index dtype, indptr dtype, variant, lanes) -> (kernel, wg, cpu, lanes)
+# (context, dtype, index dtype, indptr dtype, variant, lanes) -> (kernel, wg, cpu, lanes); the
+# plan keys of _launch_spmv (a shape class each) -> their launch plans
 _setup: dict = {}
 
 
@@ -151,49 +173,85 @@ def _elem_offset(a):
     return np.int64(a.offset // a.dtype.itemsize)
 
 
-def _launch(func, variant, data, indices, indptr, shape, x):
+def _plan(func, variant, key, data, indices, indptr, shape, x):
+    """The launch plan of a new shape class: the full checks, then everything a call of
+    this class reuses (kernel, geometry, NumPy scalar arguments, the result's layout),
+    kept under ``key`` (every attribute the checks read)."""
     m, n = _check(func, data, indices, indptr, shape, x)
     if variant == "warp" and _programs.is_cpu(data.context.devices[0]):
         variant = "scalar"  # see the module docstring: on CPU devices both names run it
-    queue = _programs.queue_of(func, data)
-    cla = _array_type()
     k = 1 if x.ndim == 1 else x.shape[1]
-    y = cla.empty(queue, (m,) + x.shape[1:], data.dtype, allocator=data.allocator)
-    if m == 0 or k == 0:
+    yshape = (m,) + x.shape[1:]
+    ystrides, ysize = _launch.c_layout(yshape, data.dtype.itemsize)
+    mode = 0 if m == 0 or k == 0 else 1 if data.size == 0 or n == 0 else 2
+    knl = gs = ls = head = offsets = None
+    if mode == 2:
+        lanes = lanes_for(m, data.size) if variant == "warp" else 1
+        knl, wg, cpu, lanes = _kernel(func, data.context, data.dtype, indices.dtype,
+                                      indptr.dtype, variant, lanes)
+        if variant == "warp":
+            gs = (_programs.ceil_div(m, wg // lanes) * wg, k)
+            head = (np.int32(m), np.int32(k))
+        else:
+            rper, wg = _programs.rows_per_item(m, data.context.devices[0]) if cpu else (1, wg)
+            gs = (_programs.ceil_div(_programs.ceil_div(m, rper), wg) * wg, k)
+            head = (np.int32(m), np.int32(k), np.int32(rper))
+        ls = (wg, 1)
+        size = x.dtype.itemsize
+        offsets = (_elem_offset(data), _elem_offset(indices), _elem_offset(indptr),
+                   _elem_offset(x), np.int64(x.strides[0] // size),
+                   np.int64(x.strides[1] // size if x.ndim == 2 else 0))
+    plan = (mode, knl, gs, ls, head, offsets, yshape, ystrides, ysize)
+    if key is not None:
+        try:
+            if len(_setup) >= _launch.PLANS_MAX:
+                _setup.clear()
+            _setup[key] = plan
+        except TypeError:  # an unhashable shape (a list): not kept
+            pass
+    return plan
+
+
+def _launch_spmv(func, variant, data, indices, indptr, shape, x):
+    key = None
+    try:
+        key = (variant, shape, data.__class__, indices.__class__, indptr.__class__, x.__class__,
+               data.context, indices.context, indptr.context, x.context, data.dtype,
+               indices.dtype, indptr.dtype, x.dtype, data.shape, indices.shape, indptr.shape,
+               x.shape, data.strides, indices.strides, indptr.strides, x.strides, data.offset,
+               indices.offset, indptr.offset, x.offset)
+        plan = _setup[key]
+    except (KeyError, AttributeError, TypeError):  # a new shape class, or not an array
+        plan = None
+    if plan is None:  # (outside the except clause: its errors chain no KeyError)
+        plan = _plan(func, variant, key, data, indices, indptr, shape, x)
+    mode, knl, gs, ls, head, offsets, yshape, ystrides, ysize = plan
+    queue = data.queue
+    if queue is None:
+        _programs.queue_of(func, data)  # raises
+    y = _launch.fresh(queue, data.context, yshape, ystrides, ysize, data.dtype, data.allocator)
+    if mode != 2:
+        if mode:  # no entries or no columns: zeros
+            _programs.zero_fill(queue, y)
         return y
-    if data.size == 0 or n == 0:
-        _programs.zero_fill(queue, y)
-        return y
-    lanes = lanes_for(m, data.size) if variant == "warp" else 1
-    knl, wg, cpu, lanes = _kernel(func, data.context, data.dtype, indices.dtype,
-                                  indptr.dtype, variant, lanes)
-    size = x.dtype.itemsize
-    xs0 = x.strides[0] // size
-    xs1 = x.strides[1] // size if x.ndim == 2 else 0
-    if variant == "warp":
-        gsize = (_programs.ceil_div(m, wg // lanes) * wg, k)
-        head = (np.int32(m), np.int32(k))
-    else:
-        rper, wg = _programs.rows_per_item(m, data.context.devices[0]) if cpu else (1, wg)
-        gsize = (_programs.ceil_div(_programs.ceil_div(m, rper), wg) * wg, k)
-        head = (np.int32(m), np.int32(k), np.int32(rper))
-    wait = [e for a in (indices, indptr, x) if a.queue is not queue for e in a.events] or None
-    evt = knl(queue, gsize, (wg, 1), *head,
-              data.base_data, _elem_offset(data), indices.base_data, _elem_offset(indices),
-              indptr.base_data, _elem_offset(indptr), x.base_data, _elem_offset(x),
-              np.int64(xs0), np.int64(xs1), y.base_data, wait_for=wait)
-    y.add_event(evt)
+    wait = None
+    if indices.queue is not queue or indptr.queue is not queue or x.queue is not queue:
+        wait = [e for a in (indices, indptr, x) if a.queue is not queue for e in a.events] or None
+    do, io, po, xo, xs0, xs1 = offsets
+    y.events.append(knl(queue, gs, ls, *head, data.base_data, do, indices.base_data, io,
+                        indptr.base_data, po, x.base_data, xo, xs0, xs1, y.base_data,
+                        wait_for=wait))
     return y
 
 
 def spmv_scalar(data, indices, indptr, shape, x):
     """y = A @ x for CSR ``A``: one work-item per row (CSR-scalar)."""
-    return _launch("spmv", "scalar", data, indices, indptr, shape, x)
+    return _launch_spmv("spmv", "scalar", data, indices, indptr, shape, x)
 
 
 def spmv_warp(data, indices, indptr, shape, x):
     """y = A @ x for CSR ``A``: several work-items per row (CSR-vector)."""
-    return _launch("spmv", "warp", data, indices, indptr, shape, x)
+    return _launch_spmv("spmv", "warp", data, indices, indptr, shape, x)
 
 
 _BY_VARIANT = {"scalar": spmv_scalar, "warp": spmv_warp}
