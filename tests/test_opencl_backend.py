@@ -129,9 +129,9 @@ def test_float64_needs_cl_khr_fp64(no_fp64):
 def test_fallback_list_is_sorted_and_names_what_runs_on_the_host():
     names = BACKEND.host_fallbacks()
     assert names == tuple(sorted(names)) and len(set(names)) == len(names)
-    assert "sort" in names and "kernel fft_c2c" not in names  # FFT kernels are native
+    assert "unique_values" in names and "kernel fft_c2c" not in names  # FFT kernels are native
     assert "add" not in names and "sum" not in names  # native kernels
-    assert "divide[complex64, complex128]" in names or not HAS_FP64
+    assert "cos[complex64, complex128]" in names or not HAS_FP64
 
 
 @pytest.fixture
@@ -144,18 +144,18 @@ def test_fallback_error_and_warn_settings(fallback_mode):
     x = xp.asarray(np.array([3.0, 1.0, 2.0], dtype=np.float32), device=DEV)
     fallback_mode("error")
     with pytest.raises(xp.HostFallbackError,
-                       match=r"^sort: no native OpenCL kernel; .*opencl:0.*"
+                       match=r"^unique_values: no native OpenCL kernel; .*opencl:0.*"
                              r"TESSERA_HOST_FALLBACK='error'"):
-        xp.sort(x)
+        xp.unique_values(x)
     assert xp.max(x + x).to_device("cpu") == 6.0  # native kernels still run
     fallback_mode("warn")
-    with pytest.warns(xp.HostFallbackWarning, match=r"^sort: no native OpenCL kernel"):
-        r = xp.sort(x)
+    with pytest.warns(xp.HostFallbackWarning, match=r"^unique_values: no native OpenCL kernel"):
+        r = xp.unique_values(x)
     np.testing.assert_array_equal(np.asarray(r.to_device("cpu")), [1.0, 2.0, 3.0])
     fallback_mode("allow")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        xp.sort(x)
+        xp.unique_values(x)
     with pytest.raises(ValueError, match=r"^set_host_fallback: mode must be one of .*"
                                          r"Received: mode='never'"):
         fallback_mode("never")
@@ -165,12 +165,12 @@ def test_fallback_env_setting_in_a_fresh_process():
     code = ("import tessera_array as xp\n"
             "x = xp.asarray([2.0, 1.0], device='opencl:0')\n"
             "y = x + 1\n"
-            "try:\n    xp.sort(x)\nexcept xp.HostFallbackError as e:\n    print('refused', e)\n")
+            "try:\n    xp.unique_values(x)\nexcept xp.HostFallbackError as e:\n    print('refused', e)\n")
     env = dict(__import__("os").environ, TESSERA_HOST_FALLBACK="error")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("refused sort: ")
+    assert out.stdout.startswith("refused unique_values: ")
 
 
 def test_kernel_fallbacks_write_back_in_place_updates():
@@ -199,6 +199,71 @@ def test_a_second_call_builds_nothing():
     before = _kernels.build_count()
     (c * b + 1.5).to_device("cpu")  # another shape of the same rank: the same kernels
     assert _kernels.build_count() == before
+
+
+def test_one_kernel_serves_every_rank_layout_and_scalar_side():
+    # After the first call, every rank 1..6, layout (contiguous, transposed, reversed,
+    # broadcast) and scalar side of the same op and dtype builds and makes nothing new.
+    rng = np.random.default_rng(SEED + 3)
+    shapes = [(7,), (3, 5), (2, 3, 4), (2, 1, 3, 2), (1, 2, 3, 2, 2), (2, 1, 2, 3, 1, 2)]
+    hosts = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    devs = [xp.asarray(h, device=DEV) for h in hosts]
+    (devs[0] - devs[0]).to_device("cpu")
+    xp.sum(devs[1], axis=0).to_device("cpu")
+    xp.cumulative_sum(devs[1], axis=1).to_device("cpu")
+    builds = _kernels.build_count()
+    kernels = len(_kernels._KNL)
+    for h, d in zip(hosts, devs):
+        perm = tuple(range(h.ndim))[::-1]
+        want = [h - h, h.transpose(perm) - 2.5, 2.5 - h[::-1], h - h[..., :1], h.sum(axis=0),
+                h.sum(axis=-1), h.sum(), np.cumsum(h, axis=0)]
+        got = [d - d, xp.permute_dims(d, perm) - 2.5, 2.5 - d[::-1], d - d[..., :1],
+               xp.sum(d, axis=0), xp.sum(d, axis=-1), xp.sum(d), xp.cumulative_sum(d, axis=0)]
+        for g, w in zip(got, want):
+            g = np.asarray(g.to_device("cpu"))
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+    assert _kernels.build_count() == builds
+    assert len(_kernels._KNL) == kernels
+
+
+def test_more_axes_than_the_layout_holds_take_a_kernel_of_that_rank():
+    # 18 axes that coalesce to nothing shorter (every other one reversed): the map, the
+    # reduction (17 kept axes) and the scan run kernels generated for the rank.
+    rng = np.random.default_rng(SEED + 4)
+    h = rng.standard_normal((2,) * 18).astype(np.float32)
+    d = xp.asarray(h, device=DEV)
+    key = (slice(None, None, -1), slice(None)) * 9
+    np.testing.assert_array_equal(np.asarray((d[key] * 2.0).to_device("cpu")), h[key] * 2)
+    h64 = h[key].astype(np.float64)  # float32 sums accumulate in float64 here
+    np.testing.assert_allclose(np.asarray(xp.sum(d[key], axis=0).to_device("cpu")),
+                               h64.sum(axis=0), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(
+        np.asarray(xp.cumulative_sum(d[key], axis=0).to_device("cpu")), np.cumsum(h[key], 0))
+    np.testing.assert_allclose(np.asarray(xp.sum(d[key], axis=(0, 2, 4, 6, 8, 9))
+                                          .to_device("cpu")),
+                               h64.sum(axis=(0, 2, 4, 6, 8, 9)), rtol=1e-6, atol=1e-7)
+    keys = list(_kernels._RANKED)
+    assert any(len(k) == 5 and k[3] == 18 for k in keys)  # the map
+    assert any(len(k) == 10 and k[6:8] == (17, 1) for k in keys)  # sum over axis 0
+    assert any(len(k) == 5 and k[4] == 17 for k in keys)  # the scan
+
+
+def test_kernel_families_build_whole():
+    # One program holds the unary (the binary, the cast) kernels of a dtype; a family
+    # that failed to build would leave each member to build alone (slow, not wrong).
+    rng = np.random.default_rng(SEED + 5)
+    for dt in DTYPES:
+        h = _sample(rng, dt, 16)
+        a = xp.asarray(h, device=DEV)
+        want = (h == h[::-1])
+        np.testing.assert_array_equal(np.asarray(xp.equal(a, a[::-1]).to_device("cpu")), want)
+        np.testing.assert_array_equal(np.asarray(xp.isfinite(a).to_device("cpu")),
+                                      np.isfinite(h) if h.dtype.kind in "fc" else
+                                      np.ones(h.shape, bool))
+        np.testing.assert_array_equal(np.asarray(xp.astype(a, xp.bool).to_device("cpu")),
+                                      h.astype(bool))
+    assert _kernels.family_failures() == []
 
 
 # ---- elementwise kernels against NumPy -------------------------------------------------------
@@ -292,8 +357,8 @@ def _dev(a):
 def test_native_unary_kernel_equals_numpy(name, dtype):
     rng = np.random.default_rng(SEED)
     a = _sample(rng, dtype, 64)
-    if name == "abs" and np.dtype(dtype).kind == "c":
-        name_cmp = "hypot"  # |z| is hypot(re, im): libm's rounding, within an ulp
+    if name in ("abs", "sqrt", "sign") and np.dtype(dtype).kind == "c":
+        name_cmp = "hypot"  # built on |z| = hypot(re, im): libm's rounding, within ulps
     else:
         name_cmp = name
     got = BACKEND.to_host(getattr(BACKEND.ops, name)(_dev(a)))

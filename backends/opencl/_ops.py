@@ -12,8 +12,10 @@ from ._fallback import make_fallbacks
 from ._ops_core import *
 from ._ops_creation import *
 from ._ops_elementwise import *
+from ._ops_indexing import *
 from ._ops_linalg import *
 from ._ops_manipulation import *
 from ._ops_reductions import *
+from ._ops_sorting import *
 
 globals().update(make_fallbacks(set(globals())))

@@ -1,8 +1,8 @@
 """Core native ops of the OpenCL backend: dtype conversion, copying, indexing.
 
 Basic indexing (ints, slices, ``...``, ``None``) gives views of the base buffer, as
-NumPy does; other keys (integer arrays, boolean masks) run through the host
-fallback.
+NumPy does; other keys (integer arrays, boolean masks) gather and scatter through
+:mod:`._ops_indexing`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tessera_array.backends.numpy import _ops as _host_ops
 from . import _kernels
 from ._fallback import host_fallback
 from ._ops_elementwise import _scalar, _truth, expression
+from ._ops_indexing import getitem_advanced, setitem_advanced
 
 __all__ = ["astype", "copy_into", "getitem", "inplace", "setitem"]
 
@@ -91,6 +92,8 @@ def astype(a, dtype, copy: bool = True):
 
 def copy_into(dst, src) -> None:
     """Write ``src`` (broadcast, cast) into ``dst`` in place."""
+    if dst.__dict__.get(_RO):
+        raise ValueError(_READONLY)
     if src.__class__ is not _NATIVE:
         src = _scalar(src, dst.dtype)
         expr = "a0"
@@ -129,6 +132,29 @@ def _copy(a):
     out = _kernels.empty(a.queue, a.shape, a.dtype)
     _kernels.copy_into(out, a)
     return out
+
+
+# ---- read-only views -------------------------------------------------------------------------
+
+# NumPy's broadcast_to gives read-only views, and views of those are read-only too: the
+# flag lives in the pyopencl array's __dict__, set by broadcast_to and carried by every
+# view this backend makes (basic_view here, _strided in _ops_manipulation); writes
+# through setitem, copy_into and inplace refuse it with NumPy's ValueError.
+_RO = "_tessera_readonly"
+_READONLY = "assignment destination is read-only"
+
+
+def mark_readonly(v):
+    """Flag ``v`` (a view) read-only; returns it."""
+    v.__dict__[_RO] = True
+    return v
+
+
+def carry_readonly(src, v):
+    """``v`` (a view of ``src``), flagged read-only when ``src`` is."""
+    if src.__dict__.get(_RO):
+        v.__dict__[_RO] = True
+    return v
 
 
 # ---- indexing ------------------------------------------------------------------------------
@@ -189,27 +215,29 @@ def basic_view(a, key):
         out_shape.append(shape[dim])
         out_strides.append(strides[dim])
         dim += 1
-    return _kernels.view(a, tuple(out_shape), tuple(out_strides), off)
-
-
-_getitem_host = host_fallback("getitem[integer-array and boolean keys]", _host_ops.getitem)
-_setitem_host = host_fallback("setitem[integer-array and boolean keys]", _host_ops.setitem,
-                              writes=True)
+    return carry_readonly(a, _kernels.view(a, tuple(out_shape), tuple(out_strides), off))
 
 
 def getitem(a, key):
-    """``a[key]``: a view for basic keys."""
+    """``a[key]``: a view for basic keys; a gather (kernels/opencl/gather.cl) for keys
+    with integer arrays, boolean masks or Python bools."""
     v = basic_view(a, key)
     if v is None:
-        return _getitem_host(a, key)
+        return getitem_advanced(a, key)
     return v
 
 
 def setitem(a, key, value) -> None:
     """``a[key] = value`` in place; ``value`` is a buffer or a weak Python scalar."""
+    if a.__dict__.get(_RO):
+        raise ValueError(_READONLY)
     v = basic_view(a, key)
     if v is None:
-        _setitem_host(a, key, value)
+        if value.__class__ is _NATIVE and value.dtype != a.dtype:
+            value = astype(value, _dtypes_of(a.dtype))
+        if _mask_fill(a, key, value):
+            return
+        setitem_advanced(a, key, value)
         return
     if value.__class__ is not _NATIVE:
         with np.errstate(over="ignore"):  # a float beyond float32 rounds to inf
@@ -219,12 +247,30 @@ def setitem(a, key, value) -> None:
     copy_into(v, value)
 
 
+def _dtypes_of(npdt):
+    from tessera_array import _dtypes
+
+    return _dtypes.FROM_NUMPY[npdt]
+
+
+def _mask_fill(a, key, value) -> bool:
+    """``a[mask] = scalar`` for a mask of ``a``'s whole shape: one in-place select, no
+    count or read back. False (nothing written) for other keys."""
+    if key.__class__ is not _NATIVE or key.dtype.char != "?" or key.shape != a.shape or \
+            value.__class__ is _NATIVE:
+        return False
+    with np.errstate(over="ignore"):
+        value = _scalar(value, a.dtype)
+    _kernels.launch_map(a.queue, "a0 ? a1 : a2", a, [key, value, a], _ct(a.dtype))
+    return True
+
+
 _INPLACE = ("add", "subtract", "multiply", "divide")
 
 
 def inplace(name: str, a, b) -> bool:
     """``a <name>= b`` computed straight into ``a``; False (nothing written) if it can't be."""
-    if name not in _INPLACE:
+    if name not in _INPLACE or a.__dict__.get(_RO):
         return False
     t = _ct(a.dtype)
     spec = expression(name, t)

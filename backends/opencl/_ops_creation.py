@@ -133,14 +133,17 @@ def eye(n_rows: int, n_cols: int, /, *, k: int = 0, dtype, device=None):
 
 
 def _tri(x, k, lower):
-    nd = len(x.shape)
-    k = _clamp_k(x.shape[-2], x.shape[-1], k)
-    r, c = f"x{nd - 2}", f"x{nd - 1}"
-    cond = f"{c} - {r} <= a1" if lower else f"{c} - {r} >= a1"
+    # The result is a fresh C-contiguous buffer: its flat index gives the row and
+    # column, so one kernel serves every rank and layout of x.
+    rows, cols = x.shape[-2], x.shape[-1]
+    k = _clamp_k(rows, cols, k)
+    col, row = "(i % a2)", "((i / a2) % a3)"
+    cond = f"{col} - {row} <= a1" if lower else f"{col} - {row} >= a1"
     t = _ct(x.dtype)
     zero = f"({t})0"
-    return _kernels.launch_map(x.queue, f"{cond} ? a0 : {zero}", None, [x, np.int64(k)], t,
-                               shape=x.shape, strided=True)
+    return _kernels.launch_map(x.queue, f"{cond} ? a0 : {zero}", None,
+                               [x, np.int64(k), np.int64(max(cols, 1)), np.int64(max(rows, 1))],
+                               t, shape=x.shape)
 
 
 def tril(x, /, *, k: int = 0):

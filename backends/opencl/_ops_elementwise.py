@@ -2,10 +2,11 @@
 
 Each op is an expression over ``a0`` (and ``a1``, ``a2``) in the operands' C type,
 chosen per dtype by :func:`expression`; :func:`._kernels.launch_map` broadcasts and
-builds. Integer arithmetic wraps (computed in the unsigned type of the same
-width), integer ``//`` and ``%`` by zero give 0 and follow the divisor's sign,
-shifts past the width give 0 (or -1 for a negative signed left operand), and
-``maximum``/``minimum`` propagate NaN, all as NumPy does. A dtype an op has no
+builds (per dtype, the unary ops, the binary ops with ``where`` and the casts are one
+program each: :func:`_families`). Integer arithmetic wraps (computed in the unsigned
+type of the same width), integer ``//`` and ``%`` by zero give 0 and follow the
+divisor's sign, shifts past the width give 0 (or -1 for a negative signed left
+operand), and ``maximum``/``minimum`` propagate NaN, all as NumPy does. A dtype an op has no
 expression for (complex ``divide``, float ``floor_divide``, integer ``pow``, the
 complex transcendental functions, ...) runs through the host fallback, and the
 name is listed by ``host_fallbacks()``.
@@ -239,19 +240,18 @@ inline {t} tdivmod({t} a, {t} b, {t} *modulus)
 """
 
 
-def _float_expression(name, t):
-    if name == "floor_divide":
-        # The NumPy backend's patch: an infinite operand gives floor(a / b).
-        return "tfloordiv(a0, a1)", t, _DIVMOD.format(t=t) + f"""
+def _divmod_preamble(t):
+    """The helpers of ``floor_divide`` and ``remainder``: one text for both, so that a
+    program holding both defines them once."""
+    return _DIVMOD.format(t=t) + f"""
 inline {t} tfloordiv({t} a, {t} b)
 {{
   {t} m;
+  // The NumPy backend's patch: an infinite operand gives floor(a / b).
   if (isinf(a) || isinf(b)) return floor(a / b);
   return tdivmod(a, b, &m);
 }}
-"""
-    if name == "remainder":
-        return "tremainder(a0, a1)", t, _DIVMOD.format(t=t) + f"""
+
 inline {t} tremainder({t} a, {t} b)
 {{
   {t} m;
@@ -260,6 +260,12 @@ inline {t} tremainder({t} a, {t} b)
   return m;
 }}
 """
+
+
+def _float_expression(name, t):
+    if name in ("floor_divide", "remainder"):
+        return ("tfloordiv(a0, a1)" if name == "floor_divide" else "tremainder(a0, a1)"), t, \
+            _divmod_preamble(t)
     if name in _FLOAT_UNARY:
         return _FLOAT_UNARY[name], t, ""
     if name in _FLOAT_BINARY:
@@ -291,7 +297,9 @@ def _complex_expression(name, t):
         return "a0.y", r, ""
     if name == "abs":
         return "hypot(a0.x, a0.y)", r, ""
-    return None
+    from ._complex_math import complex_expression  # divide, reciprocal, sign, exp, log, sqrt
+
+    return complex_expression(name, t)
 
 
 # ---- launching ---------------------------------------------------------------------------
@@ -361,7 +369,12 @@ def _fallback(name, label=None):
     return fn
 
 
+_UNARY_OPS: list = []  # the names made by _unary and _binary (for the families)
+_BINARY_OPS: list = []
+
+
 def _unary(name):
+    _UNARY_OPS.append(name)
     def op(a, /):
         spec = _expr(name, _ct(a))
         if spec is None:
@@ -376,6 +389,7 @@ def _unary(name):
 
 
 def _binary(name):
+    _BINARY_OPS.append(name)
     def op(a, b, /):
         if a.__class__ is _NATIVE:
             arr = a
@@ -472,7 +486,7 @@ for _name in __all__:
 del _name
 
 _fallback("round", "complex64, complex128, decimals != 0")
-_fallback("where", "scalar x1 and x2")
+_fallback("reciprocal", "bool, integer")  # NumPy's integer 1/x (the standard: floats only)
 _fallback("clip", "bool, complex")
 
 def pow(a, b, /):
@@ -506,7 +520,11 @@ def where(condition, a, b, /):
     """``a`` where ``condition`` else ``b``; operands are buffers or weak scalars."""
     arr = a if a.__class__ is _NATIVE else b
     if arr.__class__ is not _NATIVE or condition.__class__ is not _NATIVE:
-        return _fallback("where")(condition, a, b)
+        raise TypeError(
+            f"where: condition and one of x1, x2 must be opencl buffers. Received: "
+            f"condition of type {type(condition).__name__}, x1 of type {type(a).__name__}, "
+            f"x2 of type {type(b).__name__}"
+        )
     shapes = [condition.shape] + [v.shape for v in (a, b) if v.__class__ is _NATIVE]
     shape = _kernels.broadcast_shape(shapes)
     dt = arr.dtype
@@ -542,3 +560,38 @@ def clip(a, lo, hi):
     if t in _FLOATS:
         expr = f"isnan(a0) ? a0 : {expr}"
     return _kernels.launch_map(a.queue, expr, None, ops, t, shape=shape)
+
+
+# ---- program families ------------------------------------------------------------------------
+
+
+def _families():
+    """Three programs per dtype (see :mod:`._kernels`): its unary ops, its binary ops
+    with ``where``, and its casts to every dtype. A cold build of one holds the kernels
+    its neighbours in a test or a program will ask for next."""
+    from ._ops_core import cast_expression
+
+    out = []
+    for t in _ALL_CT:
+        ct = "uchar" if t == "bool" else t
+        unary, binary, casts = [], [], []
+        for name in _UNARY_OPS:
+            spec = _expr(name, t)
+            if spec is not None:
+                unary.append(_kernels.map_member(spec[0], spec[1], (ct,), spec[2]))
+        if t in _SIGNED:
+            unary.append(_kernels.map_member("a0 < 0", "bool", (ct,)))  # pow's check
+        for name in _BINARY_OPS:
+            spec = _expr(name, t)
+            if spec is not None:
+                binary.append(_kernels.map_member(spec[0], spec[1], (ct, ct), spec[2]))
+        binary.append(_kernels.map_member("a0 ? a1 : a2", t, ("uchar", ct, ct)))
+        for d in _ALL_CT:
+            expr = cast_expression(t, d)
+            if expr is not None:
+                casts.append(_kernels.map_member(expr, d, (ct,)))
+        out += [unary, binary, casts]
+    return out
+
+
+_kernels.add_families(_families)

@@ -3,7 +3,8 @@
 Views where NumPy gives views (``permute_dims``, ``matrix_transpose``, ``flip``,
 ``expand_dims``, ``squeeze``, ``broadcast_to``, ``unstack``, ``moveaxis``,
 ``reshape`` of a C-contiguous buffer); ``concat`` and ``stack`` copy each input into
-its slice of the result with one kernel launch per input.
+its slice of the result with one kernel launch per input. ``broadcast_to`` views are
+read-only, as NumPy's are, and so is every view of them (see ``_ops_core``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pyopencl.array as cla
 
 from . import _kernels
-from ._ops_core import copy_into
+from ._ops_core import carry_readonly, copy_into, mark_readonly
 
 __all__ = [
     "broadcast_arrays",
@@ -40,9 +41,10 @@ _NATIVE = cla.Array
 
 
 def _strided(a, shape, strides, off=None):
+    """A view of ``a``'s buffer (read-only when ``a`` is)."""
     if off is None:
         off = _kernels.layout(a)[0]
-    return _kernels.view(a, tuple(shape), tuple(strides), off)
+    return carry_readonly(a, _kernels.view(a, tuple(shape), tuple(strides), off))
 
 
 def permute_dims(a, axes: tuple):
@@ -142,7 +144,8 @@ def squeeze(a, axis: tuple):
 
 
 def broadcast_to(a, shape: tuple):
-    """A broadcast view of ``a`` with ``shape`` (stride 0 along broadcast axes)."""
+    """A read-only broadcast view of ``a`` with ``shape`` (stride 0 along broadcast axes),
+    or ``a`` itself for its own shape (NumPy's semantics)."""
     shape = tuple(shape)
     if a.shape == shape:
         return a
@@ -150,7 +153,7 @@ def broadcast_to(a, shape: tuple):
     if _kernels.broadcast_shape((a.shape, shape)) != shape:
         raise ValueError(f"operands could not be broadcast together with shapes "
                          f"{a.shape} {shape}")
-    return _strided(a, shape, _kernels._strides_for(a, shape))
+    return mark_readonly(_strided(a, shape, _kernels._strides_for(a, shape)))
 
 
 def broadcast_arrays(*arrays):

@@ -95,69 +95,98 @@ def _widen(a, dtype):
     return a
 
 
+def _spec(op: str, t: str, fp64: bool) -> tuple:
+    """``(out_ct, acc_ct, init, step, final, decl)`` of reduction ``op`` over C type ``t``
+    (``"bool"`` for booleans), accumulating in float64 where ``fp64``."""
+    if op in ("sum", "mean"):
+        if t == "bool":
+            return "bool", "uchar", "0", "acc |= v;", "acc", ""
+        acc = _acc_for(t, fp64)
+        if op == "mean":
+            final = (f"convert_{t}(acc / ({_REAL_OF[acc]})m)" if t in _REAL_OF
+                     else f"({t})(acc / ({acc})m)")
+        else:
+            final = "acc" if acc == t else f"convert_{t}(acc)" if t in _REAL_OF else f"({t})acc"
+        return t, acc, f"({acc})0", _sum_step(t, acc), final, ""
+    if op == "prod":
+        if t == "bool":
+            return "bool", "uchar", "1", "acc &= v;", "acc", ""
+        if t in _SIGNED:
+            u = _SIGNED[t]
+            return t, t, f"({t})1", f"acc = as_{t}(({u})(({u})acc * ({u})v));", "acc", ""
+        if t in _REAL_OF:
+            step = f"acc = ({t})(fma(acc.x, v.x, -(acc.y * v.y)), fma(acc.x, v.y, acc.y * v.x));"
+            return t, t, f"({t})(1, 0)", step, "acc", ""
+        return t, t, f"({t})1", "acc *= v;", "acc", ""
+    if op in ("max", "min"):
+        cmp = ">" if op == "max" else "<"
+        if t == "bool":
+            return ("bool", "uchar", "0" if cmp == ">" else "1",
+                    f"acc {'|=' if cmp == '>' else '&='} v;", "acc", "")
+        if t in ("float", "double"):
+            step = (f"if (j == 0 || isnan(v) || v {cmp} acc) "
+                    f"{{ if (!(j > 0 && isnan(acc))) acc = v; }}")
+        else:
+            step = f"if (j == 0 || v {cmp} acc) acc = v;"
+        return t, t, f"({t})0", step, "acc", ""
+    if op in ("any", "all", "count_nonzero"):
+        truth = _truth(t, "v")
+        if op == "any":
+            return "bool", "uchar", "0", f"acc = acc || {truth};", "acc", ""
+        if op == "all":
+            return "bool", "uchar", "1", f"acc = acc && {truth};", "acc", ""
+        return "long", "long", "0", f"acc += {truth};", "acc", ""
+    # argmax, argmin
+    cmp = ">" if op == "argmax" else "<"
+    bt = "uchar" if t == "bool" else t
+    if t in ("float", "double"):
+        step = (f"if (j == 0 || (!isnan(best) && (isnan(v) || v {cmp} best))) "
+                f"{{ best = v; acc = j; }}")
+    else:
+        step = f"if (j == 0 || v {cmp} best) {{ best = v; acc = j; }}"
+    return "long", "long", "0", step, "acc", f"{bt} best = 0;"
+
+
+def _acc_for(t, fp64):
+    if fp64 and t == "float":
+        return "double"
+    if fp64 and t == "float2":
+        return "double2"
+    return t
+
+
 def sum(a, /, *, axis=None, dtype=None, keepdims=False):
     """Sum over ``axis``; ``dtype`` (a DType or None) is the accumulation and result dtype."""
     a = _widen(a, dtype)
-    t = _ct(a.dtype)
-    if t == "bool":
-        return _reduce(a, axis, keepdims, "bool", "uchar", "0", "acc |= v;")
-    acc = _acc_type(t, a)
-    final = "acc" if acc == t else f"convert_{t}(acc)" if t in _REAL_OF else f"({t})acc"
-    return _reduce(a, axis, keepdims, t, acc, f"({acc})0", _sum_step(t, acc), final)
+    return _reduce(a, axis, keepdims, *_spec("sum", _ct(a.dtype), _has_fp64(a)))
 
 
 def prod(a, /, *, axis=None, dtype=None, keepdims=False):
     """Product over ``axis``; ``dtype`` (a DType or None) is the accumulation and result dtype."""
     a = _widen(a, dtype)
-    t = _ct(a.dtype)
-    if t == "bool":
-        return _reduce(a, axis, keepdims, "bool", "uchar", "1", "acc &= v;")
-    if t in _SIGNED:
-        u = _SIGNED[t]
-        step = f"acc = as_{t}(({u})(({u})acc * ({u})v));"
-    elif t in _REAL_OF:
-        step = f"acc = ({t})(fma(acc.x, v.x, -(acc.y * v.y)), fma(acc.x, v.y, acc.y * v.x));"
-        return _reduce(a, axis, keepdims, t, t, f"({t})(1, 0)", step)
-    else:
-        step = "acc *= v;"
-    return _reduce(a, axis, keepdims, t, t, f"({t})1", step)
+    return _reduce(a, axis, keepdims, *_spec("prod", _ct(a.dtype), False))
 
 
-def _extreme(a, axis, keepdims, cmp):
+def _extreme(a, axis, keepdims, op):
     t = _ct(a.dtype)
     if t in _REAL_OF:  # NumPy orders complex numbers lexicographically
-        return _ARG_HOST["max" if cmp == ">" else "min"](a, axis=axis, keepdims=keepdims)
-    if t == "bool":
-        op = "|=" if cmp == ">" else "&="
-        return _reduce(a, axis, keepdims, "bool", "uchar", "0" if cmp == ">" else "1",
-                       f"acc {op} v;")
-    if t in ("float", "double"):
-        step = f"if (j == 0 || isnan(v) || v {cmp} acc) {{ if (!(j > 0 && isnan(acc))) acc = v; }}"
-    else:
-        step = f"if (j == 0 || v {cmp} acc) acc = v;"
-    return _reduce(a, axis, keepdims, t, t, f"({t})0", step)
+        return _ARG_HOST[op](a, axis=axis, keepdims=keepdims)
+    return _reduce(a, axis, keepdims, *_spec(op, t, False))
 
 
 def max(a, /, *, axis=None, keepdims=False):
     """Maximum over ``axis`` (NaNs propagate); the front end rejects empty reductions."""
-    return _extreme(a, axis, keepdims, ">")
+    return _extreme(a, axis, keepdims, "max")
 
 
 def min(a, /, *, axis=None, keepdims=False):
     """Minimum over ``axis`` (NaNs propagate); the front end rejects empty reductions."""
-    return _extreme(a, axis, keepdims, "<")
+    return _extreme(a, axis, keepdims, "min")
 
 
 def mean(a, /, *, axis=None, keepdims=False):
     """Arithmetic mean of a floating array over ``axis`` (NaN for an empty reduction)."""
-    t = _ct(a.dtype)
-    acc = _acc_type(t, a)
-    if t in _REAL_OF:
-        r = _REAL_OF[acc]
-        final = f"convert_{t}(acc / ({r})m)"
-    else:
-        final = f"({t})(acc / ({acc})m)"
-    return _reduce(a, axis, keepdims, t, acc, f"({acc})0", _sum_step(t, acc), final)
+    return _reduce(a, axis, keepdims, *_spec("mean", _ct(a.dtype), _has_fp64(a)))
 
 
 def var(a, /, *, axis=None, correction=0.0, keepdims=False):
@@ -195,47 +224,37 @@ def std(a, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 def any(a, /, *, axis=None, keepdims=False):
-    return _reduce(a, axis, keepdims, "bool", "uchar", "0",
-                   f"acc = acc || {_truth(_ct(a.dtype), 'v')};")
+    return _reduce(a, axis, keepdims, *_spec("any", _ct(a.dtype), False))
 
 
 def all(a, /, *, axis=None, keepdims=False):
-    return _reduce(a, axis, keepdims, "bool", "uchar", "1",
-                   f"acc = acc && {_truth(_ct(a.dtype), 'v')};")
+    return _reduce(a, axis, keepdims, *_spec("all", _ct(a.dtype), False))
 
 
 def count_nonzero(a, /, *, axis=None, keepdims=False):
-    return _reduce(a, axis, keepdims, "long", "long", "0",
-                   f"acc += {_truth(_ct(a.dtype), 'v')};")
+    return _reduce(a, axis, keepdims, *_spec("count_nonzero", _ct(a.dtype), False))
 
 
-def _arg(a, axis, keepdims, cmp):
+def _arg(a, axis, keepdims, op):
     t = _ct(a.dtype)
     if t in _REAL_OF:
-        return _ARG_HOST["argmax" if cmp == ">" else "argmin"](a, axis=axis, keepdims=keepdims)
-    bt = "uchar" if t == "bool" else t
-    if t in ("float", "double"):
-        step = (f"if (j == 0 || (!isnan(best) && (isnan(v) || v {cmp} best))) "
-                f"{{ best = v; acc = j; }}")
-    else:
-        step = f"if (j == 0 || v {cmp} best) {{ best = v; acc = j; }}"
+        return _ARG_HOST[op](a, axis=axis, keepdims=keepdims)
+    spec = _spec(op, t, False)
     if axis is None:
         flat = _kernels.contiguous(a).reshape((a.size,))
-        out = _kernels.launch_reduce(flat, (0,), "long", "long", "0", step,
-                                     decl=f"{bt} best = 0;")
+        out = _kernels.launch_reduce(flat, (0,), *spec[:5], decl=spec[5])
         if keepdims:
             out = out.reshape((1,) * len(a.shape))
         return out
-    return _reduce(a, (axis % len(a.shape),), keepdims, "long", "long", "0", step,
-                   decl=f"{bt} best = 0;")
+    return _reduce(a, (axis % len(a.shape),), keepdims, *spec)
 
 
 def argmax(a, /, *, axis=None, keepdims=False):
-    return _arg(a, axis, keepdims, ">")
+    return _arg(a, axis, keepdims, "argmax")
 
 
 def argmin(a, /, *, axis=None, keepdims=False):
-    return _arg(a, axis, keepdims, "<")
+    return _arg(a, axis, keepdims, "argmin")
 
 
 def _make_arg_host():
@@ -250,15 +269,10 @@ def _make_arg_host():
 _ARG_HOST = _make_arg_host()
 
 
-def _scan(a, axis, dtype, include_initial, product):
-    if len(a.shape) == 0:
-        a = a.reshape((1,))
-    a = _widen(a, dtype)
-    t = _ct(a.dtype)
+def _scan_spec(t: str, product: bool) -> tuple:
+    """``(out_ct, init, step)`` of a cumulative sum or product over C type ``t``."""
     if t == "bool":  # only with dtype=bool: logical or / and, as NumPy's add/multiply
-        return _kernels.launch_scan(a, axis % len(a.shape), "uchar", "1" if product else "0",
-                                    "acc = acc & v;" if product else "acc = acc | v;",
-                                    include_initial)
+        return "uchar", "1" if product else "0", "acc = acc & v;" if product else "acc = acc | v;"
     if t in _SIGNED:
         u = _SIGNED[t]
         op = "*" if product else "+"
@@ -270,8 +284,16 @@ def _scan(a, axis, dtype, include_initial, product):
     else:
         step = f"acc = ({t})(acc {'*' if product else '+'} v);"
     init = (f"({t})(1, 0)" if t in _REAL_OF else f"({t})1") if product else f"({t})0"
+    return t, init, step
+
+
+def _scan(a, axis, dtype, include_initial, product):
+    if len(a.shape) == 0:
+        a = a.reshape((1,))
+    a = _widen(a, dtype)
+    out_ct, init, step = _scan_spec(_ct(a.dtype), product)
     # Sequential in the result dtype, as NumPy's cumulative loops (bit for bit).
-    return _kernels.launch_scan(a, axis % len(a.shape), t, init, step, include_initial)
+    return _kernels.launch_scan(a, axis % len(a.shape), out_ct, init, step, include_initial)
 
 
 def cumulative_sum(a, /, *, axis=0, dtype=None, include_initial=False):
@@ -315,3 +337,29 @@ def diff(a, /, *, axis=-1, n=1, prepend=None, append=None):
         lo[axis] = slice(None, m - 1 if m else 0)
         a = op(basic_view(a, tuple(hi)), basic_view(a, tuple(lo)))
     return a
+
+
+def _families():
+    """One program per input dtype (see :mod:`._kernels`) holding its reductions (float
+    sums and means accumulating in float64, as on devices with cl_khr_fp64) and its
+    cumulative sum and product."""
+    out = []
+    for t in ("bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
+              "float", "double", "float2", "double2"):
+        in_ct = "uchar" if t == "bool" else t
+        fam = []
+        for op in ("sum", "prod", "max", "min", "mean", "any", "all", "count_nonzero",
+                   "argmax", "argmin"):
+            if op in ("max", "min", "argmax", "argmin") and t in _REAL_OF:
+                continue  # the host's
+            if op == "mean" and t not in ("float", "double", "float2", "double2"):
+                continue
+            out_ct, acc, init, step, final, decl = _spec(op, t, True)
+            fam.append(_kernels.reduce_member(in_ct, out_ct, acc, init, step, final, "", decl))
+        for product in (False, True):  # the cumulative sum and product
+            fam.append(("scan", in_ct) + _scan_spec(t, product))
+        out.append(fam)
+    return out
+
+
+_kernels.add_families(_families)
