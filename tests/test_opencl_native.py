@@ -99,7 +99,13 @@ def _listed(name):
 
 
 # Made native for their floating dtypes; what stays on the host is listed from the start.
-PARTLY_NATIVE = {"reciprocal": ["reciprocal[bool, integer]"]}
+PARTLY_NATIVE = {
+    "reciprocal": ["reciprocal[bool, integer]"],
+    "matmul": ["matmul[1-D or (1, K) @ (K, 1) operands, float32, float64, complex64, complex128: "
+               "host BLAS order for the Krylov solvers]"],
+    "vecdot": ["vecdot[float32, float64, complex64, complex128: host BLAS order for the Krylov "
+               "solvers]"],
+}
 
 
 @pytest.mark.parametrize("name", NATIVE)
@@ -128,7 +134,7 @@ def test_native_functions_run_with_fallbacks_refused(refuse_fallbacks):
     z = dev(c)
     i = dev(np.array([2, 0, 3]))
     host(xp.matmul(x, xp.matrix_transpose(x)))
-    host(xp.vecdot(x, x))
+    host(xp.vecdot(dev(a.astype(np.int64)), dev(a.astype(np.int64))))  # floats: host order
     host(xp.take(x, i, axis=0))
     host(xp.take_along_axis(x, dev(np.zeros((4, 2), np.int64)), axis=1))
     host(x[i])
@@ -149,13 +155,15 @@ def test_native_functions_run_with_fallbacks_refused(refuse_fallbacks):
     with pytest.raises(xp.HostFallbackError, match=r"^matrix_norm\['nuc', 2, -2: SVD\]: "
                                                    r"no native OpenCL kernel"):
         xp.linalg.matrix_norm(x, ord="nuc")
+    with pytest.raises(xp.HostFallbackError, match=r"^vecdot\[float32, .*host BLAS order"):
+        xp.vecdot(x, x)
 
 
 def test_native_functions_run_with_the_env_setting():
     code = ("import tessera_array as xp\n"
             "x = xp.asarray([[2.0, -1.0], [0.5, 3.0]], device='opencl:0')\n"
             "i = xp.asarray([1, 0], device='opencl:0')\n"
-            "r = [x @ x, xp.vecdot(x, x), x[i], x[x > 0], xp.sort(x), xp.nonzero(x)[0],\n"
+            "r = [x @ x, xp.vecdot(i, i), x[i], x[x > 0], xp.sort(x), xp.nonzero(x)[0],\n"
             "     xp.take(x, i, axis=1), xp.linalg.vector_norm(x), xp.argsort(x)]\n"
             "try:\n    xp.linalg.matrix_norm(x, ord=2)\n"
             "except xp.HostFallbackError as e:\n    print('refused', e)\n")
@@ -225,8 +233,8 @@ def test_gemm_kernels_agree_bit_for_bit(dtype):
 
 @pytest.mark.skipif(not HAS_FP64, reason="float64: the device lacks cl_khr_fp64")
 def test_vector_matrix_and_dot_products_equal_blas_bit_for_bit():
-    """float64 ``y @ V`` (dgemv's order) and a (1, K) @ (K, 1) product (ddot's) equal
-    NumPy's bit for bit: the Krylov solvers' updates depend on it."""
+    """float64 ``y @ V`` and a (1, K) @ (K, 1) product equal NumPy's bit for bit (they run
+    in the host's BLAS order): the Krylov solvers' updates depend on it."""
     rng = np.random.default_rng(SEED + 2)
     for k in range(1, 25):
         for n in (1, 2, 3, 4, 5, 7, 8, 30, 37):
@@ -575,7 +583,9 @@ def test_complex_divide_and_reciprocal_equal_numpy_bit_for_bit(dtype):
 
 
 @pytest.mark.parametrize("dtype", COMPLEX)
-@pytest.mark.parametrize("name,ulps", [("sign", 2), ("exp", 4), ("log", 3), ("sqrt", 2)])
+# One ulp more for sign and log than on PoCL: NVIDIA's OpenCL hypot/log (H200, driver
+# 580.159.04) measured 3 and 4 ulps from NumPy's for complex128.
+@pytest.mark.parametrize("name,ulps", [("sign", 3), ("exp", 4), ("log", 4), ("sqrt", 2)])
 def test_complex_functions_within_ulps_of_numpy(dtype, name, ulps):
     z = _complex_sample(dtype)
     with np.errstate(all="ignore"):

@@ -3,13 +3,9 @@
 Floating ``matmul`` runs gemm.cl: on GPUs the local-memory tile kernel, on CPU devices
 a kernel that keeps a 32 x 32 tile of the result per work-item with K in cache-sized
 chunks (both: broadcast batch axes, any strides, products summed k by k without fused
-multiply-add, so the two agree bit for bit and with BLAS to a few ulp). A 1-D float64
-left operand (``y @ V``) and (1, K) @ (K, 1) products run in the order of the BLAS
-kernels NumPy calls for them (dgemv_n, ddot), and floating ``vecdot`` in ddot's and
-zdotc's: with those, the Krylov solvers' iterates on an OpenCL device equal SciPy's bit
-for bit (tests/test_krylov.py::test_gmres_default_restart_iterates amplifies a one-ulp
-difference near the end of a Krylov space to 1e-8; gemm.cl says where those orders use
-``fma()``, as the BLAS kernels do). Booleans and integers run one generated kernel (a
+multiply-add, so the two agree bit for bit and with BLAS to a few ulp). Products with
+a 1-D operand, (1, K) @ (K, 1) products and floating ``vecdot`` run on the host, listed
+(the reason is beside ``_vecdot_host`` below). Booleans and integers run one generated kernel (a
 plain loop; integers wrap as NumPy's do). ``vector_norm`` and ``matrix_norm`` (but its
 SVD-based ords) are reductions here; the factorizations and solvers run through the host
 fallback.
@@ -129,6 +125,8 @@ def matmul(a, b):
     floating dtypes by gemm.cl's tiled kernel, booleans and integers by a generated one."""
     if a.dtype.kind not in "fc":
         return matmul_native(a, b)
+    if len(a.shape) == 1 or len(b.shape) == 1 or (a.shape[-2] == 1 and b.shape[-1] == 1):
+        return _vector_products_host(a, b)
     drop = []
     if len(a.shape) == 1:
         a = expand_dims(a, (0,))
@@ -140,12 +138,7 @@ def matmul(a, b):
     N = b.shape[-1]
     batch = _kernels.broadcast_shape((a.shape[:-2], b.shape[:-2]))
     out = _kernels.empty(a.queue, batch + (M, N), a.dtype)
-    if out.size and M == 1 and N == 1:
-        # (1, K) @ (K, 1): NumPy's dot (BLAS ddot/zdotu order).
-        _dot(squeeze(a, (len(a.shape) - 2,)), squeeze(b, (len(b.shape) - 1,)), batch, out, 0)
-    elif out.size and drop == [-2] and a.dtype.char == "d":
-        _vecmat(a, b, batch, out, K, N)
-    elif out.size:
+    if out.size:
         if len(batch) > _MAXB:
             a, b = _collapse(a, batch, 2), _collapse(b, batch, 2)
             zb = (a.shape[0],)
@@ -170,24 +163,6 @@ def matmul(a, b):
         nd = len(out.shape)
         out = squeeze(out, tuple(sorted(d % nd for d in drop)))
     return out
-
-
-def _vecmat(a, b, batch, out, K, N):
-    """``out[..., 0, :] = a[..., 0, :] @ b`` for a 1-D left operand (expanded to (1, K)):
-    gemm.cl's ``tessera_vecmat`` (BLAS's gemv order)."""
-    if len(batch) > _MAXB:
-        a, b = _collapse(a, batch, 2), _collapse(b, batch, 2)
-        batch = (a.shape[0],)
-    ctx, opts = _options("matmul", a)
-    knl = _programs.kernel(ctx, "gemm.cl", opts, "tessera_vecmat")
-    ao, ast = _kernels.layout(a)
-    bo, bst = _kernels.layout(b)
-    dims, (sa, sb) = _batch_args(batch, (_batch_view(a), _batch_view(b)))
-    n = out.size
-    pairs = int(N in (2, 3) and bst[-2] == N and bst[-1] == 1 and ast[-1] == 1)
-    _kernels.launch_1d(knl, a.queue, n, [n, N, K, out.base_data, a.base_data, ao, ast[-1],
-                                         b.base_data, bo, bst[-2], bst[-1], np.int32(pairs),
-                                         *dims[1:], *sa, *sb])
 
 
 _TS = 16  # gemm.cl's tile (its default TS)
@@ -240,47 +215,30 @@ def _batch_view(a):
 def vecdot(a, b, axis: int = -1):
     """``sum(conj(a) * b)`` along the negative ``axis``, other axes broadcast.
 
-    Floating dtypes by gemm.cl's ``tessera_dot`` (OpenBLAS's ddot/zdotc summation
-    order: a Krylov solver's iterates equal SciPy's); booleans and integers as a stack
-    of (1, K) @ (K, 1) products of the generated matmul kernel.
+    Floating dtypes run on the host (listed; see the module docstring); booleans and
+    integers as a stack of (1, K) @ (K, 1) products of the generated matmul kernel.
     """
+    if a.dtype.kind in "fc":
+        return _vecdot_host(a, b, axis=axis)
     a = moveaxis(a, (len(a.shape) + axis,), (len(a.shape) - 1,))
     b = moveaxis(b, (len(b.shape) + axis,), (len(b.shape) - 1,))
-    if a.dtype.kind not in "fc":
-        r = matmul_native(expand_dims(a, (len(a.shape) - 1,)),
-                          expand_dims(b, (len(b.shape),)))
-        nd = len(r.shape)
-        return squeeze(r, (nd - 2, nd - 1))
-    batch = _kernels.broadcast_shape((a.shape[:-1], b.shape[:-1]))
-    out = _kernels.empty(a.queue, batch, a.dtype)
-    if out.size:
-        _dot(a, b, batch, out, 1)
-    return out
+    r = matmul_native(expand_dims(a, (len(a.shape) - 1,)), expand_dims(b, (len(b.shape),)))
+    nd = len(r.shape)
+    return squeeze(r, (nd - 2, nd - 1))
 
 
-def _dot(a, b, batch, out, conj: int):
-    """``out`` (C-contiguous, ``batch`` + ones) = the dot products of ``a`` and ``b``
-    along their last axes (``conj(a)`` with ``conj``), other axes broadcast to ``batch``:
-    gemm.cl's ``tessera_dot``."""
-    n = out.size
-    K = a.shape[-1]
-    if len(batch) > _MAXB:
-        a, b = _collapse(a, batch, 1), _collapse(b, batch, 1)
-        batch = (n,)
-    ctx, opts = _options("vecdot" if conj else "matmul", a)
-    knl = _programs.kernel(ctx, "gemm.cl", opts, "tessera_dot")
-    ao, ast = _kernels.layout(a)
-    bo, bst = _kernels.layout(b)
-    dims, (sa, sb) = _batch_args(batch, (_lead_view(a), _lead_view(b)))
-    _kernels.launch_1d(knl, a.queue, n, [n, K, out.base_data, a.base_data, ao, ast[-1],
-                                         b.base_data, bo, bst[-1], *dims[1:], *sa, *sb,
-                                         np.int32(conj)])
-
-
-def _lead_view(a):
-    """``a`` without its last axis (a view, for the broadcast strides of the rest)."""
-    off, st = _kernels.layout(a)
-    return _kernels.view(a, a.shape[:-1], st[:-1], off)
+# Dot products and vector-matrix products of floating dtypes stay on the host, in the
+# order of the host's BLAS (ddot/zdotc/dgemv), which is the order SciPy's Krylov solvers
+# use: with it their iterates on an OpenCL device equal SciPy's bit for bit on any host
+# CPU. A device kernel cannot promise that: OpenBLAS picks its summation order per CPU
+# (Haswell and SkylakeX kernels differ), and one ulp grows to 1e-5 near the end of a
+# Krylov space (tests/test_krylov.py::test_gmres_default_restart_iterates; measured on
+# an H200 host's Xeon against device dots written in OpenBLAS-Haswell order, which had
+# matched on this AVX2 EPYC).
+_VECTOR_LABEL = "float32, float64, complex64, complex128: host BLAS order for the Krylov solvers"
+_vecdot_host = host_fallback(f"vecdot[{_VECTOR_LABEL}]", _host_ops.vecdot)
+_vector_products_host = host_fallback(f"matmul[1-D or (1, K) @ (K, 1) operands, {_VECTOR_LABEL}]",
+                                      _host_ops.matmul)
 
 
 # ---- norms ---------------------------------------------------------------------------------
