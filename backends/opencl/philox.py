@@ -43,8 +43,11 @@ def keep_range(queue, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
     n = nbh * Sq * Sk
     if n == 0:
         return out
-    if threshold <= 0:
-        out.fill(True)
+    if threshold <= 0:  # keep everything: bytes of 1 (no pyopencl fill kernel to build)
+        import pyopencl as cl
+
+        out.add_event(cl.enqueue_fill_buffer(queue, out.base_data, np.uint8(1), out.offset,
+                                             out.nbytes))
         return out
     c0 = bh0 * Sq * Sk
     if c0 + n > 1 << 64:
