@@ -27,7 +27,8 @@ launch gaps and the Python of the call included. The two sides alternate rep by
 rep; a row reports the medians and ``speed = cupy_time / opencl_time`` (1.0: as
 fast as CuPy; the issue's target is >= 0.7 for matvec, spmv and the optimizer
 steps). A second ratio from host wall clocks (call + finish/synchronize) is
-reported beside it. Both results are compared after timing, so a fast wrong kernel cannot pass.
+reported beside it. Both results are compared after timing, so a fast wrong kernel
+cannot pass.
 """
 
 from __future__ import annotations
