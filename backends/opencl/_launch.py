@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PLANS_MAX", "ZERO64", "array_class", "c_layout", "fresh"]
+__all__ = ["PLANS_MAX", "ZERO64", "array_class", "c_layout", "empty", "fresh"]
 
 PLANS_MAX = 1024  # entries a launcher module's cache holds before it starts again
 ZERO64 = np.int64(0)  # the element offset of nearly every buffer
@@ -57,3 +57,11 @@ def fresh(queue, context, shape: tuple, strides: tuple, size: int, dtype, alloca
                          _size=size, _context=context, _queue=queue)
     except TypeError:  # a PyOpenCL without the fast constructor
         return cla.empty(queue, shape, dtype, allocator=allocator)
+
+
+def empty(queue, shape, dtype):
+    """A new C-contiguous array of ``shape`` on ``queue`` through :func:`fresh`."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    strides, size = c_layout(shape, dtype.itemsize)
+    return fresh(queue, queue.context, shape, strides, size, dtype, None)

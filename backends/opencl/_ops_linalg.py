@@ -127,13 +127,6 @@ def matmul(a, b):
         return matmul_native(a, b)
     if len(a.shape) == 1 or len(b.shape) == 1 or (a.shape[-2] == 1 and b.shape[-1] == 1):
         return _vector_products_host(a, b)
-    drop = []
-    if len(a.shape) == 1:
-        a = expand_dims(a, (0,))
-        drop.append(-2)
-    if len(b.shape) == 1:
-        b = expand_dims(b, (1,))
-        drop.append(-1)
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch = _kernels.broadcast_shape((a.shape[:-2], b.shape[:-2]))
@@ -159,9 +152,6 @@ def matmul(a, b):
         else:
             knl = _programs.kernel(ctx, "gemm.cl", opts, "tessera_gemm")
             knl(a.queue, (-(-N // _TS) * _TS, -(-M // _TS) * _TS, z), (_TS, _TS, 1), *args)
-    if drop:
-        nd = len(out.shape)
-        out = squeeze(out, tuple(sorted(d % nd for d in drop)))
     return out
 
 

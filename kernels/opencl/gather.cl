@@ -102,32 +102,7 @@ __kernel void tessera_nonzero(const long n, const int R, __global const long *di
 
 #else
 
-#ifdef TESSERA_COMPLEX
-// a < b in NumPy's complex sort order: (re, im) lexicographic, NaN components last.
-inline int lt(T a, T b)
-{
-    const int an = isnan(a.x) || isnan(a.y), bn = isnan(b.x) || isnan(b.y);
-    if (an || bn) {
-        if (!an)
-            return 1;
-        if (!bn)
-            return 0;
-        // Both have a NaN: NumPy orders re-NaN after im-NaN ... compare component-wise.
-        if (isnan(a.x) != isnan(b.x))
-            return isnan(b.x);
-        if (!isnan(a.x) && a.x != b.x)
-            return a.x < b.x;
-        if (isnan(a.y) != isnan(b.y))
-            return isnan(b.y);
-        return !isnan(a.y) && a.y < b.y;
-    }
-    return a.x < b.x || (a.x == b.x && a.y < b.y);
-}
-#elif defined(TESSERA_FLOAT)
-inline int lt(T a, T b) { return a < b || (isnan(b) && !isnan(a)); }
-#else
-inline int lt(T a, T b) { return a < b; }
-#endif
+#include "tessera_order.h"
 
 __kernel void tessera_search(const long n, __global long *out, __global const T *a,
                              const long ao, const long as, const long m,
@@ -151,7 +126,7 @@ __kernel void tessera_search(const long n, __global long *out, __global const T 
         const long q = use_sorter ? sorter[so + mid * ss] : mid;
         const T y = a[ao + q * as];
         // left: first position with x <= a[q]; right: first position with x < a[q].
-        if (right ? !lt(x, y) : lt(y, x))
+        if (right ? !tessera_lt(x, y) : tessera_lt(y, x))
             lo = mid + 1;
         else
             hi = mid;

@@ -21,30 +21,7 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
 
-#ifdef TESSERA_COMPLEX
-inline int key_lt(T a, T b)
-{
-    const int an = isnan(a.x) || isnan(a.y), bn = isnan(b.x) || isnan(b.y);
-    if (an || bn) {
-        if (!an)
-            return 1;
-        if (!bn)
-            return 0;
-        if (isnan(a.x) != isnan(b.x))
-            return isnan(b.x);
-        if (!isnan(a.x) && a.x != b.x)
-            return a.x < b.x;
-        if (isnan(a.y) != isnan(b.y))
-            return isnan(b.y);
-        return !isnan(a.y) && a.y < b.y;
-    }
-    return a.x < b.x || (a.x == b.x && a.y < b.y);
-}
-#elif defined(TESSERA_FLOAT)
-inline int key_lt(T a, T b) { return a < b || (isnan(b) && !isnan(a)); }
-#else
-inline int key_lt(T a, T b) { return a < b; }
-#endif
+#include "tessera_order.h"
 
 // (ka, ia) before (kb, ib)?
 inline int before(T ka, long ia, T kb, long ib, long n, int desc)
@@ -53,10 +30,10 @@ inline int before(T ka, long ia, T kb, long ib, long n, int desc)
         return ia < n || ia < ib;
     if (ia >= n)
         return 0;
-    const int lt = desc ? key_lt(kb, ka) : key_lt(ka, kb);
+    const int lt = desc ? tessera_lt(kb, ka) : tessera_lt(ka, kb);
     if (lt)
         return 1;
-    const int gt = desc ? key_lt(ka, kb) : key_lt(kb, ka);
+    const int gt = desc ? tessera_lt(ka, kb) : tessera_lt(kb, ka);
     return !gt && ia < ib;
 }
 
