@@ -712,3 +712,36 @@ def test_axpy_is_registered_for_every_floating_dtype(device):
     for dt in (xp.float32, xp.float64, xp.complex64, xp.complex128):
         if dt in device.backend.dtypes(device):
             assert callable(_dispatch.lookup("axpy", device, dt))
+            assert callable(_dispatch.lookup("aypx", device, dt))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("n", [1, 1000, (1 << 17) + 3])
+@pytest.mark.parametrize("beta_on_device", [False, True])
+def test_aypx_rounds_as_the_two_step_expression(device, dtype, n, beta_on_device):
+    """p = z + beta*p through the solvers' kernel equals NumPy's ``p *= beta; p += z``
+    bit for bit (no fused multiply-add), NaN/inf/-0.0 included; beta a host scalar or
+    a 0-d device array (as cg passes rho / rho_prev)."""
+    from tessera_array.sparse.linalg._isolve import _aypx_for
+
+    if dtype not in {d.name for d in device.backend.dtypes(device)}:
+        pytest.skip(f"{device} has no {dtype}")
+    rng = np.random.default_rng(n + 1)
+    z = rng.standard_normal(n)
+    p = rng.standard_normal(n)
+    if dtype.startswith("complex"):
+        z = z + 1j * rng.standard_normal(n)
+        p = p + 1j * rng.standard_normal(n)
+    z, p = z.astype(dtype), p.astype(dtype)
+    if n > 10:
+        z[3], p[5], z[7] = np.nan, np.inf, -0.0
+    beta = np.asarray(rng.standard_normal() + 0.3, dtype=dtype)
+    with np.errstate(all="ignore"):
+        expect = p * beta
+        expect += z
+    pa = xp.asarray(p, device=device)
+    bt = xp.asarray(beta, device=device) if beta_on_device else beta[()]
+    with np.errstate(all="ignore"):
+        _aypx_for(xp, pa)(bt, xp.asarray(z, device=device), pa)
+    got = np.asarray(pa.to_device("cpu"))
+    assert got.tobytes() == expect.tobytes()

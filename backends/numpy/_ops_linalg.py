@@ -18,6 +18,9 @@ import numpy as np
 
 from tessera_array._errors import LinAlgError
 
+from ._threads import DOT_MIN_BYTES as _DOT_MIN_BYTES
+from ._threads import blas_dot as _blas_dot
+
 __all__ = [
     # main namespace
     "matmul",
@@ -94,7 +97,16 @@ def tensordot(a: np.ndarray, b: np.ndarray, axes: tuple) -> np.ndarray:
 
 
 def vecdot(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    """``sum(conj(a) * b)`` along the negative ``axis``, other axes broadcast."""
+    """``sum(conj(a) * b)`` along the negative ``axis``, other axes broadcast.
+
+    Long contiguous real vectors of one dtype go through ``_threads.blas_dot``: the
+    value of ``np.dot``, bit for bit, with OpenBLAS's threads held (see _threads.py).
+    """
+    if (a.ndim == 1 and b.ndim == 1 and a.nbytes >= _DOT_MIN_BYTES and a.dtype is b.dtype
+            and a.dtype.kind == "f" and a.flags.c_contiguous and b.flags.c_contiguous):
+        r = _blas_dot(a, b)
+        if r is not None:
+            return r
     return _np_asarray(np.vecdot(a, b, axis=axis))
 
 

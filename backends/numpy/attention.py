@@ -134,12 +134,13 @@ dropout, which tests/test_attention.py forbids).
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from tessera_array import _dtypes
+
+from . import _threads as _blas
 
 __all__ = ["attention_bwd", "attention_fwd", "register"]
 
@@ -256,87 +257,14 @@ def _run_items(fn, items, pooled: bool, big: bool = True) -> None:
             pass
 
 
-# OpenBLAS's thread count, held at 1 while a forward runs (see _blas_one_thread).
-_BLAS_LOCK = threading.Lock()
-_BLAS_STATE = {"api": None, "depth": 0, "saved": 0}
+# OpenBLAS's thread count, held at 1 while a forward runs: backends/numpy/_threads.py.
+_blas_api = _blas.blas_api
 
 
-def _blas_api():
-    """``(get, set)`` for the thread count of NumPy's OpenBLAS (pthreads build), or False.
-
-    Found through ctypes in the library NumPy's wheel bundles (``numpy.libs`` or
-    ``numpy/.dylibs``); any other BLAS (MKL, Accelerate, an OpenMP OpenBLAS): False.
-    ``openblas_set_num_threads_local`` is not used: in OpenBLAS's pthreads build it
-    sets the process-wide count too.
-    """
-    api = _BLAS_STATE["api"]
-    if api is not None:
-        return api
-    api = False
-    try:
-        import ctypes
-        import glob
-
-        base = os.path.dirname(np.__file__)
-        libs = sorted(glob.glob(os.path.join(base, os.pardir, "numpy.libs", "*openblas*"))
-                      + glob.glob(os.path.join(base, ".dylibs", "*openblas*")))
-        for path in libs:
-            lib = ctypes.CDLL(path)
-            for pre, suf in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
-                             ("openblas_", "")):
-                get = getattr(lib, f"{pre}get_num_threads{suf}", None)
-                put = getattr(lib, f"{pre}set_num_threads{suf}", None)
-                par = getattr(lib, f"{pre}get_parallel{suf}", None)
-                if get is None or put is None or par is None:
-                    continue
-                get.restype = par.restype = ctypes.c_int
-                put.argtypes = [ctypes.c_int]
-                put.restype = None
-                if par() == 1:  # 1: pthreads; 0: sequential; 2: OpenMP
-                    api = (get, put)
-                break
-            if api:
-                break
-    except (OSError, AttributeError):
-        api = False
-    _BLAS_STATE["api"] = api
-    return api
-
-
-class _blas_one_thread:
-    """Context: OpenBLAS on one thread (process-wide) while a forward runs.
-
-    Yields True when held (False: not ``wanted``, ``PIN_BLAS`` off, or no
-    :func:`_blas_api`). Nested and concurrent uses share one hold: the first saves
-    the count, the last restores it. Other threads' BLAS calls meanwhile run on one
-    thread too.
-    """
-
-    def __init__(self, wanted: bool = True):
-        self.wanted = wanted
-
-    def __enter__(self):
-        api = _blas_api() if PIN_BLAS and self.wanted else False
-        if not api:
-            self.held = False
-            return False
-        with _BLAS_LOCK:
-            st = _BLAS_STATE
-            if st["depth"] == 0:
-                st["saved"] = api[0]()
-                api[1](1)
-            st["depth"] += 1
-        self.held = True
-        return True
-
-    def __exit__(self, *exc):
-        if self.held:
-            with _BLAS_LOCK:
-                st = _BLAS_STATE
-                st["depth"] -= 1
-                if st["depth"] == 0:
-                    st["api"][1](st["saved"])
-        return False
+def _blas_one_thread(wanted: bool = True):
+    """The process-wide hold of OpenBLAS at one thread (``_threads.blas_one_thread``),
+    taken only when ``wanted`` and :data:`PIN_BLAS`."""
+    return _blas.blas_one_thread(PIN_BLAS and wanted)
 
 
 def _acc_dtype(dt: np.dtype) -> np.dtype:

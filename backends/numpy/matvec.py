@@ -18,6 +18,8 @@ import numpy as np
 
 from tessera_array import _dtypes
 
+from . import _threads
+
 VARIANTS = ("default", "scalar", "warp")
 
 # axpy: ``y += alpha * x`` (or ``y -= alpha * x``) in place, for the Krylov solvers.
@@ -34,8 +36,26 @@ VARIANTS = ("default", "scalar", "warp")
 # scipy.linalg.blas daxpy for the sum was tried and dropped: SciPy's OpenBLAS thread
 # pool then contended with NumPy's, and gmres on Poisson 1024^2 ran 2.1x slower than
 # SciPy on 2 cores, 3.9x on 16.
+#
+# Above AXPY_PARALLEL_MIN the two ufuncs run on contiguous parts over the pool (the
+# same operations per element, so the same bits). That lost inside the solvers while
+# OpenBLAS's dots kept its workers spinning; with their dots held (_threads.py) it is
+# part of the 15.8-16.5 ms row of the table there.
 AXPY_SCRATCH_MIN = 1 << 16
+AXPY_PARALLEL_MIN_BYTES = 1 << 23
 _scratch = threading.local()
+
+
+def _scratch_for(y: np.ndarray, n: int) -> np.ndarray:
+    s = getattr(_scratch, "buf", None)
+    if s is None or s.dtype != y.dtype or s.shape[0] < n:
+        s = _scratch.buf = np.empty(n, dtype=y.dtype)
+    return s[:n]
+
+
+def _parts(n: int, itemsize: int) -> list:
+    nt = _threads.threads()
+    return [(0, n)] if n * itemsize < AXPY_PARALLEL_MIN_BYTES or nt < 2 else _threads.split(n, nt)
 
 
 def axpy(alpha, x: np.ndarray, y: np.ndarray, subtract: bool = False) -> None:
@@ -51,12 +71,32 @@ def axpy(alpha, x: np.ndarray, y: np.ndarray, subtract: bool = False) -> None:
         else:
             y += alpha * x
         return
-    s = getattr(_scratch, "buf", None)
-    if s is None or s.dtype != y.dtype or s.shape[0] < n:
-        s = _scratch.buf = np.empty(n, dtype=y.dtype)
-    s = s[:n]
-    np.multiply(x, alpha, out=s)
-    (np.subtract if subtract else np.add)(y, s, out=y)
+    s = _scratch_for(y, n)
+    op = np.subtract if subtract else np.add
+
+    def part(lo, hi):
+        ss, ys = s[lo:hi], y[lo:hi]
+        np.multiply(x[lo:hi], alpha, out=ss)
+        op(ys, ss, out=ys)
+
+    _threads.run_parts(part, _parts(n, y.itemsize))
+
+
+def aypx(beta, x: np.ndarray, y: np.ndarray) -> None:
+    """``y = x + beta * y`` in place, rounded as NumPy's ``y *= beta; y += x`` (CG's
+    direction update ``p = z + beta p``); the same arguments as :func:`axpy`."""
+    n = y.shape[0]
+    if n * y.itemsize < AXPY_PARALLEL_MIN_BYTES or y.ndim != 1 or x.dtype != y.dtype:
+        y *= beta
+        y += x
+        return
+
+    def part(lo, hi):
+        ys = y[lo:hi]
+        np.multiply(ys, beta, out=ys)
+        np.add(ys, x[lo:hi], out=ys)
+
+    _threads.run_parts(part, _parts(n, y.itemsize))
 
 
 def dense_matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -68,3 +108,4 @@ def register(registry, backend_name: str) -> None:
     for variant in VARIANTS:
         registry.register("matvec", backend_name, _dtypes.FLOATING, dense_matvec, variant=variant)
     registry.register("axpy", backend_name, _dtypes.FLOATING, axpy)
+    registry.register("aypx", backend_name, _dtypes.FLOATING, aypx)

@@ -18,19 +18,26 @@ per-solver routing table of :mod:`tessera_array.sparse._routing` resolves here t
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from tessera_array import _dtypes
 
+from . import _threads
+
 VARIANTS = ("default", "scalar", "warp")
 
-# One call of SciPy's routine, on purpose. Cutting the rows into ranges that threads
-# compute (csr_matvec releases the GIL; the sums are bit-identical) is 2x faster in
-# isolation on Poisson 1024^2 (16-core Xeon, 2 cores: 7.85 -> 3.88 ms; 16: 4.99 ->
-# 1.42 ms with 8 threads), but inside cg and gmres, between NumPy's BLAS dot products,
-# it lost: tessera/SciPy per iteration went from 0.98 / 0.99 to 1.09 / 1.22 (2 cores)
-# and from 1.31 to 1.96 on Poisson 256^2 float32 (threaded axpy in the same run;
-# likely OpenBLAS's spinning worker threads contending with the pool). Not retried.
+# Rows are cut into ranges of about equal nnz that the pool computes (csr_matvec
+# releases the GIL; each row is summed as in one call, so the result is bit-identical
+# to SciPy's). This loses when OpenBLAS's spinning workers hold the other cores: on a
+# 16-core Xeon taskset to 2 cores, tessera/SciPy per cg iteration went from 0.98 to 1.09
+# with this cut and OpenBLAS's own threaded dots. The solvers' dots now run with
+# OpenBLAS held (backends/numpy/_threads.py); the table there has the figures.
+# Stored entries before the rows are shared among threads. Alone, Poisson CSR (us,
+# serial / 2 threads, 2-core EPYC): 128^2 96 / 363, 256^2 342 / 360, 512^2 1919 / 1174,
+# 1024^2 9157 / 5754 (float64); float32 95 / 166, 354 / 323, 1478 / 900, 6351 / 3729.
+SPMV_PARALLEL_MIN = 1 << 20
 
 _routines = None  # (csr_matvec, csr_matvecs), or () without SciPy; imported on first use
 
@@ -68,8 +75,27 @@ def spmv(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple
     if not routines:
         return _spmv_reference(data, indices, indptr, shape, x)
     if x.ndim == 1:
-        y = np.zeros(m, dtype=data.dtype)
-        routines[0](m, n, indptr, indices, data, x, y)
+        nnz = data.shape[0]
+        nt = _threads.threads()
+        if nnz < SPMV_PARALLEL_MIN or nt < 2 or m < 2 * nt:
+            y = np.zeros(m, dtype=data.dtype)
+            routines[0](m, n, indptr, indices, data, x, y)
+            return y
+        y = np.empty(m, dtype=data.dtype)
+        # Row cuts at equal shares of the stored entries.
+        # (The keys in indptr's dtype: other keys would make searchsorted cast indptr.)
+        keys = np.array([nnz * i // nt for i in range(1, nt)], dtype=indptr.dtype)
+        cuts = np.searchsorted(indptr, keys).tolist()
+        bounds = [0, *cuts, m]
+        ranges = [(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
+        mv = routines[0]
+
+        def rows(lo, hi):
+            part = y[lo:hi]
+            part.fill(0)
+            mv(hi - lo, n, indptr[lo:hi + 1], indices, data, x, part)
+
+        _threads.run_parts(rows, ranges)
         return y
     k = x.shape[1]
     y = np.zeros((m, k), dtype=data.dtype)

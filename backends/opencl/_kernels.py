@@ -858,11 +858,12 @@ def contiguous_operands(launcher, writes: bool):
 
 class AdaptingRegistry:
     """A registry front for the family modules: the launchers that update operands in
-    place (optimizer steps, axpy), which the front end may hand views (a parameter
+    place (optimizer steps, axpy, aypx), which the front end may hand views (a parameter
     ``base[:, ::2]``), go through :func:`contiguous_operands`; every other launcher
     is registered as it is."""
 
-    WRITES = frozenset({"sgd_step", "adam_step", "adamw_step", "adafactor_step", "axpy"})
+    WRITES = frozenset({"sgd_step", "adam_step", "adamw_step", "adafactor_step", "axpy",
+                        "aypx"})
 
     def __init__(self, registry):
         self._registry = registry

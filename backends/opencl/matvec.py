@@ -173,7 +173,7 @@ from tessera_array import _dtypes
 from . import _launch, _programs
 from ._programs import array_type as _array_type
 
-__all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "dense_matvec_scalar",
+__all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "aypx", "dense_matvec_scalar",
            "dense_matvec_warp", "register"]
 
 FILE = "matvec.cl"
@@ -319,10 +319,10 @@ def dense_matvec_warp(a, x):
     return _launch_matvec("matvec", "warp", a, x)
 
 
-def _axpy_plan(key, alpha, x, y, subtract):
-    """The launch plan of a new ``axpy`` shape class (the full checks in the order a call
-    makes them), kept under ``key``."""
-    func = "axpy"
+def _axpy_plan(key, alpha, x, y, mode):
+    """The launch plan of a new ``axpy`` (or ``aypx``) shape class (the full checks in the
+    order a call makes them), kept under ``key``."""
+    func = "aypx" if mode == 2 else "axpy"
     cla = _array_type()
     _programs.check_array(func, "x", x, cla.Array)
     _programs.check_array(func, "y", y, cla.Array)
@@ -343,7 +343,7 @@ def _axpy_plan(key, alpha, x, y, subtract):
                                 "tessera_axpy_dev" if device else "tessera_axpy")
         size = y.dtype.itemsize
         plan = (n, device, knl, (-(-n // wg) * wg,), (wg,), np.int64(n),
-                (np.int32(bool(subtract)), np.int64(x.offset // size),
+                (np.int32(mode), np.int64(x.offset // size),
                  np.int64(x.strides[0] // size), np.int64(y.offset // size),
                  np.int64(y.strides[0] // size)))
     if key is not None:
@@ -363,15 +363,25 @@ def _check_alpha(alpha, y):
 
 def axpy(alpha, x, y, subtract: bool = False) -> None:
     """``y += alpha * x`` (``y -= alpha * x`` when ``subtract``) in place, rounded as NumPy."""
+    _axpy(alpha, x, y, 1 if subtract else 0)
+
+
+def aypx(beta, x, y) -> None:
+    """``y = x + beta * y`` in place, rounded as NumPy's ``y *= beta; y += x``."""
+    _axpy(beta, x, y, 2)
+
+
+def _axpy(alpha, x, y, mode: int) -> None:
+    """The launch of ``tessera_axpy``: mode 0 ``y += a x``, 1 ``y -= a x``, 2 ``y = a y + x``."""
     key = None
     try:
         key = ("axpy", alpha.__class__, x.__class__, y.__class__, x.dtype, y.dtype, x.shape,
-               y.shape, x.strides, y.strides, x.offset, y.offset, y.context, subtract)
+               y.shape, x.strides, y.strides, x.offset, y.offset, y.context, mode)
         plan = _setup[key]
     except (KeyError, AttributeError, TypeError):  # a new shape class, or not an array
         plan = None
     if plan is None:  # (outside the except clause: its errors chain no KeyError)
-        plan = _axpy_plan(key, alpha, x, y, subtract)
+        plan = _axpy_plan(key, alpha, x, y, mode)
     n, device, knl, gs, ls, n64, (sub, xo, xs, yo, ys) = plan
     if not n:
         return
@@ -401,3 +411,4 @@ def register(registry, backend_name: str) -> None:
         launcher = _BY_VARIANT[DEFAULT_IS if variant == "default" else variant]
         registry.register("matvec", backend_name, _dtypes.FLOATING, launcher, variant=variant)
     registry.register("axpy", backend_name, _dtypes.FLOATING, axpy)
+    registry.register("aypx", backend_name, _dtypes.FLOATING, aypx)

@@ -182,10 +182,11 @@ void tessera_matvec_warp(const int m, const int n,
     if (lid == 0) y[i] = part[0];
 }
 
-// tessera_axpy: y <- y + alpha*x, or y - alpha*x when sub != 0, in place (the Krylov
-// solvers' update). The product is rounded, then the sum (no FMA between them), exactly
-// as NumPy's `y -= alpha * x` (complex products as NumPy's SIMD loops round them:
-// MUL_NP), so the solvers' iterates stay SciPy's and equal the namespace's expression.
+// tessera_axpy: y <- y + alpha*x (mode 0), y - alpha*x (mode 1) or alpha*y + x (mode 2,
+// "aypx": CG's p = z + beta p), in place (the Krylov solvers' updates). The product is
+// rounded, then the sum (no FMA between them), exactly as NumPy's `y -= alpha * x` or
+// `y *= beta; y += x` (complex products as NumPy's SIMD loops round them: MUL_NP), so
+// the solvers' iterates stay SciPy's and equal the namespace's expression.
 // x and y are 1-D with element offsets and strides; one work-item per element, global
 // >= n. tessera_axpy_dev reads alpha from device memory (a 0-d array: no host sync),
 // tessera_axpy a host value.
@@ -195,8 +196,9 @@ __kernel void tessera_axpy(const long n, const T alpha, const int sub,
 {
     const long i = get_global_id(0);
     if (i >= n) return;
-    const T t = MUL_NP(alpha, x[x_off + i * x_s]);
     __global T *yi = y + y_off + i * y_s;
+    if (sub == 2) { *yi = MUL_NP(alpha, *yi) + x[x_off + i * x_s]; return; }
+    const T t = MUL_NP(alpha, x[x_off + i * x_s]);
     *yi = sub ? *yi - t : *yi + t;
 }
 
@@ -207,7 +209,8 @@ __kernel void tessera_axpy_dev(const long n, __global const T *alpha, const long
 {
     const long i = get_global_id(0);
     if (i >= n) return;
-    const T t = MUL_NP(alpha[a_off], x[x_off + i * x_s]);
     __global T *yi = y + y_off + i * y_s;
+    if (sub == 2) { *yi = MUL_NP(alpha[a_off], *yi) + x[x_off + i * x_s]; return; }
+    const T t = MUL_NP(alpha[a_off], x[x_off + i * x_s]);
     *yi = sub ? *yi - t : *yi + t;
 }

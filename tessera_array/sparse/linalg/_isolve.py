@@ -29,12 +29,15 @@ it per solve). Every loop is bounded by ``maxiter``.
 Beyond SciPy (tessera only): ``report=True`` returns ``(x, info, SolveReport)``
 (iterations, residual-norm history, a named stop reason); ``cg`` accepts ``b`` of
 shape ``(n, k)``: k independent systems, each stopping on its own test. Results are
-deterministic run to run (no atomics or threads in the reductions on the NumPy
-backend).
+deterministic run to run: on the NumPy backend the kernels that share work among
+threads (spmv, axpy, aypx, long dot products; backends/numpy/_threads.py) cut it at
+fixed places and give the bits of the one-call path (SciPy's and NumPy's), with no
+atomics.
 
 cg and gmres update their vectors in place where SciPy does (``x += alpha * p``,
-``w -= h * v``: the in-place operators of the namespace's arrays, with no
-temporaries for the result), after copying anything the caller owns (``b``, ``x0``);
+``w -= h * v``, ``p = z + beta * p``: the device's registered ``axpy``/``aypx``
+kernels, or the in-place operators of the namespace's arrays, with no temporaries
+for the result), after copying anything the caller owns (``b``, ``x0``);
 the other solvers update out of place (``x = x + alpha * p``).
 
 Synchronization: each iteration reads residual norms back to the host for the
@@ -130,6 +133,27 @@ def _check_finite(xp, a, func, name):
                          "with non-finite entries")
 
 
+def _device_kernel(xp, v, op):
+    """The registered ``op`` kernel for tessera ``v``'s device and dtype, called with
+    tessera arrays (or scalars) as ``f(alpha, x, y, *flags)``; None elsewhere."""
+    T = _xp_tessera()
+    if xp is not T:
+        return None
+    from ..._dispatch import lookup
+    from ..._errors import KernelNotFoundError
+
+    try:
+        kernel = lookup(op, v.device, v.dtype)
+    except KernelNotFoundError:
+        return None
+    Array = T.Array
+
+    def call(alpha, x, y, *flags):
+        kernel(alpha._data if alpha.__class__ is Array else alpha, x._data, y._data, *flags)
+
+    return call
+
+
 def _axpy_for(xp, v):
     """``f(alpha, x, y, subtract=False)``: ``y += alpha * x`` (or ``-=``) in place.
 
@@ -137,23 +161,9 @@ def _axpy_for(xp, v):
     two-step expression, so iterates stay SciPy's; see backends/numpy/matvec.py); on
     a device without one, or on another library's arrays, the expression itself.
     """
-    T = _xp_tessera()
-    if xp is T:
-        from ..._dispatch import lookup
-        from ..._errors import KernelNotFoundError
-
-        try:
-            kernel = lookup("axpy", v.device, v.dtype)
-        except KernelNotFoundError:
-            kernel = None
-        if kernel is not None:
-            Array = T.Array
-
-            def axpy(alpha, x, y, subtract=False):
-                kernel(alpha._data if alpha.__class__ is Array else alpha, x._data, y._data,
-                       subtract)
-
-            return axpy
+    kernel = _device_kernel(xp, v, "axpy")
+    if kernel is not None:
+        return kernel
 
     def axpy(alpha, x, y, subtract=False):
         if subtract:
@@ -162,6 +172,20 @@ def _axpy_for(xp, v):
             y += alpha * x
 
     return axpy
+
+
+def _aypx_for(xp, v):
+    """``f(beta, x, y)``: ``y = x + beta * y`` in place, rounded as ``y *= beta; y += x``
+    (SciPy's CG direction update): the registered ``aypx`` kernel, or the expression."""
+    kernel = _device_kernel(xp, v, "aypx")
+    if kernel is not None:
+        return kernel
+
+    def aypx(beta, x, y):
+        y *= beta
+        y += x
+
+    return aypx
 
 
 def _fast_matvec(op):
@@ -320,6 +344,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
     vecdot = xp.vecdot
     axpy = _axpy_for(xp, r)
+    aypx = _aypx_for(xp, r)
     cplx = xp.isdtype(b.dtype, "complex floating")
     hist = []
     # x, r and p are updated in place, as SciPy does. Without a callback the step
@@ -356,8 +381,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             z = r if psolve is None else psolve(r)
             rho_cur = vecdot(r, z)
         if iteration > 0:
-            p *= rho_cur / rho_prev
-            p += z
+            aypx(rho_cur / rho_prev, z, p)  # p = z + beta * p
         else:
             p = xp.astype(z, r.dtype, copy=True)  # z may be r (updated below) or M's
         q = matvec(p)
