@@ -83,6 +83,10 @@ class Benchmark:
     check : callable or None
         ``check(tessera_value, peer_value, namespace)`` raises AssertionError when
         the two sides disagree; run once before timing.
+    settle_s : float
+        Seconds idle before each timed batch of either side (0: none), so that one
+        side's leftover threads (OpenBLAS's spinning workers) do not run into the
+        other side's batch. Part of the definition.
     """
 
     suite: str
@@ -96,6 +100,7 @@ class Benchmark:
     peer_name: str = "numpy"
     target: float | None = None
     check: Callable | None = None
+    settle_s: float = 0.0
 
     @property
     def id(self) -> str:
@@ -109,6 +114,7 @@ class Benchmark:
             "peer": self.peer,
             "peer_name": self.peer_name,
             "params": self.params,
+            **({"settle_s": self.settle_s} if self.settle_s else {}),
         }
 
 
@@ -224,10 +230,15 @@ def _quartiles(values):
     return q[0], q[2]
 
 
-def measure(tessera_loop, peer_loop, namespace: dict, timer, settings: Settings) -> dict:
-    """Time two compiled loops side by side; medians per call, in ns, and their ratio."""
+def measure(tessera_loop, peer_loop, namespace: dict, timer, settings: Settings,
+            settle_s: float = 0.0) -> dict:
+    """Time two compiled loops side by side; medians per call, in ns, and their ratio.
+
+    ``settle_s``: seconds idle before every batch (see :class:`Benchmark`)."""
 
     def run(loop, n):
+        if settle_s:
+            time.sleep(settle_s)
         return loop(n, timer.start, timer.stop, namespace)
 
     gc_was_enabled = gc.isenabled()
@@ -390,7 +401,7 @@ def _run_one(bench: Benchmark, res: dict, timer, settings: Settings) -> None:
         res.update(status="error", reason=f"check failed: {type(err).__name__}: {err}")
         return
     del t_val, p_val
-    res.update(measure(t_loop, p_loop, namespace, timer, settings))
+    res.update(measure(t_loop, p_loop, namespace, timer, settings, bench.settle_s))
     res["status"] = "ok"
     target = bench.target
     res["meets_target"] = None if target is None else res["ratio"] <= target

@@ -40,6 +40,13 @@ _SOURCES = (
     "tessera_array/_elementwise_functions.py",
 )
 
+# Each side's batch starts after this long idle (Benchmark.settle_s). SciPy's dots run on
+# OpenBLAS's threads, which then spin for ~0.1 s (2^28 TSC ticks, its default
+# OPENBLAS_THREAD_TIMEOUT) before they sleep; tessera's solvers hold OpenBLAS at one
+# thread and share their spmv/axpy/dot parts among their own threads
+# (backends/numpy/_threads.py), which a spinning worker slows. Back to back, a tessera
+# batch right after SciPy's ran with that worker on the second core.
+BLAS_SETTLE_S = 0.15
 FULL_SYSTEMS = (("poisson", 256), ("poisson", 1024), ("dense_spd", 2049))
 QUICK_SYSTEMS = (("poisson", 64), ("poisson", 256), ("dense_spd", 513))
 DTYPES = ("float64", "float32")
@@ -150,5 +157,6 @@ def benchmarks(ctx) -> list:
                     peer_name="scipy",
                     target=target,
                     check=_check,
+                    settle_s=BLAS_SETTLE_S,
                 ))
     return out
