@@ -263,9 +263,16 @@ class _NamespaceOperator(LinearOperator):
 
 def _as_operator(A, *, device=None, variant=DEFAULT_VARIANT, func="aslinearoperator",
                  name="A", xp=None):
-    """``A`` as a LinearOperator whose products run on ``device`` (tessera) or in ``xp``."""
+    """``A`` as a LinearOperator whose products run on ``device`` (tessera) or in ``xp``.
+
+    ``variant``: the registered variant for every kind, or a mapping ``{"dense": ...,
+    "csr": ...}`` (a solver's row of the routing table)."""
     if isinstance(A, LinearOperator):
         return A
+    if isinstance(variant, str):
+        v_dense = v_csr = variant
+    else:
+        v_dense, v_csr = variant["dense"], variant["csr"]
     tessera = xp is None or xp is _xp()
     if tessera:
         if isinstance(A, csr_array):
@@ -274,10 +281,10 @@ def _as_operator(A, *, device=None, variant=DEFAULT_VARIANT, func="aslinearopera
                     f"{func}: {name} is on another device than b; move it with to_device(). "
                     f"Received: {name}.device={A.device}, b.device={device}"
                 )
-            return _CSROperator(A, variant)
+            return _CSROperator(A, v_csr)
         if _is_scipy_sparse(A):
             # Note: an explicit host-to-device copy, at conversion, documented.
-            return _CSROperator(csr_array(A, device=device), variant)
+            return _CSROperator(csr_array(A, device=device), v_csr)
         if A.__class__ is Array:
             if device is not None and A.device is not device:
                 raise ValueError(
@@ -285,12 +292,12 @@ def _as_operator(A, *, device=None, variant=DEFAULT_VARIANT, func="aslinearopera
                     f"Received: {name}.device={A.device}, b.device={device}"
                 )
             _check_2d(A, func, name)
-            return _DenseOperator(A, variant)
+            return _DenseOperator(A, v_dense)
         if type(A).__module__ == "numpy" and hasattr(A, "__array_namespace__"):
             # Note: a NumPy matrix is moved explicitly to b's device (a copy off the host).
             A = _xp().asarray(A, device=as_device(device, func))
             _check_2d(A, func, name)
-            return _DenseOperator(A, variant)
+            return _DenseOperator(A, v_dense)
     else:
         if _is_scipy_sparse(A) or (hasattr(A, "__array_namespace__")
                                    and A.__array_namespace__() is xp):

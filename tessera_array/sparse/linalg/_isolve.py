@@ -51,7 +51,7 @@ import math
 import warnings
 from typing import NamedTuple
 
-from .._routing import matvec_variant
+from .._routing import KINDS, matvec_variant
 from ._interface import (
     LinearOperator,
     _as_operator,
@@ -208,7 +208,7 @@ def _make_system(func, A, M, x0, b, *, need_rmatvec=False):
         xp = T
         b = T.asarray(b)
     dev = b.device
-    variant = matvec_variant(func)
+    variant = {kind: matvec_variant(func, kind) for kind in KINDS}
     op = _as_operator(A, device=dev if xp is T else None, variant=variant, func=func,
                       xp=xp)
     if op.shape[0] != op.shape[1]:
