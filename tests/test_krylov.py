@@ -761,4 +761,7 @@ def test_aypx_rounds_as_the_two_step_expression(device, dtype, n, beta_on_device
     with np.errstate(all="ignore"):
         _aypx_for(xp, pa)(bt, xp.asarray(z, device=device), pa)
     got = np.asarray(pa.to_device("cpu"))
-    assert got.tobytes() == expect.tobytes()
+    # Bit for bit, except the payload of a NaN (NVIDIA's OpenCL writes its canonical one).
+    g, e = (got.view(got.real.dtype), expect.view(expect.real.dtype))
+    same = (g.view(f"u{g.itemsize}") == e.view(f"u{e.itemsize}")) | (np.isnan(g) & np.isnan(e))
+    assert same.all(), np.flatnonzero(~same)[:10]
