@@ -614,6 +614,26 @@ def test_fft_radices_cover_each_length_in_ceil_k_over_3_passes():
     assert cl_fft._radices(1) == []
 
 
+@pytest.mark.parametrize("shape,s,axes", [((7, 64), (64,), (1,)), ((7, 5), (5,), (1,)),
+                                          ((5, 7), (5,), (0,)), ((6, 9), (6, 16), (0, 1))],
+                         ids=str)
+def test_fft_row_launches_split_at_the_grid_cap(shape, s, axes, fft_route, monkeypatch):
+    """Launches that put rows in the grid's second dimension (radix passes, Bluestein's
+    steps, the Hermitian extension, the gathers) are split into launches of at most
+    _MAX_ROWS rows (65535: CUDA's grid y cap); here 2, so 5-9 rows take 3-5 launches
+    each, every row at its own offset, and the results still equal numpy.fft."""
+    monkeypatch.setattr(cl_fft, "_MAX_ROWS", 2)
+    rng = np.random.default_rng(sum(shape))
+    x = rand(rng, shape, np.complex64)
+    xr = np.ascontiguousarray(x.real)
+    for op, arg in (("c2c", x), ("r2c", xr), ("c2r", x)):
+        ref = getattr(NP_FFT, op)(arg, s, axes, "backward", True)
+        got = getattr(cl_fft, f"fft_{op}")(dev(arg), s, axes, "backward", True).get()
+        assert got.shape == ref.shape, op
+        np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5 * np.max(np.abs(ref)),
+                                   err_msg=op)
+
+
 @pytest.mark.parametrize("dtype", [np.complex64, pytest.param(np.complex128, marks=needs_fp64)])
 @pytest.mark.parametrize("n", POW2 + BLUESTEIN)
 def test_fft_rows_every_length_both_routes(dtype, n, fft_route):

@@ -118,9 +118,10 @@ pocketfft; not re-measured with these kernels here.
 
 The plan-cache object of :func:`tessera_array.fft.get_plan_cache` is
 :class:`OpenclPlanCache` (the kept twiddle tables and Bluestein plans of a device).
-Not yet: radices other than 2/4/8 (odd lengths go through Bluestein); the radix passes
-and Bluestein's elementwise kernels put the batch in the second grid dimension (a GPU
-may cap it at 65535 rows a launch; the gathers split their launches).
+Not yet: radices other than 2/4/8 (odd lengths go through Bluestein). The kernels
+that put the rows in the second grid dimension (radix passes, Bluestein's elementwise
+steps, the Hermitian extension, the gathers) launch at most 65535 rows at a time
+(:func:`_by_rows`): a GPU may cap that dimension there (CUDA's grid y is).
 float64/complex128 only on devices with ``cl_khr_fp64``.
 """
 
@@ -145,7 +146,15 @@ _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64),
             np.dtype(np.float64): np.dtype(np.complex128)}
 _REAL = {v: k for k, v in _COMPLEX.items()}
 _MIRROR = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
-_MAX_ROWS = 65535  # rows of one gather launch (a GPU grid's second dimension)
+_MAX_ROWS = 65535  # rows of one launch (a GPU grid's second dimension may be capped there)
+
+
+def _by_rows(knl, queue, gx: int, lx: int, batch: int, *args) -> None:
+    """``knl`` over ``batch`` rows in launches of at most :data:`_MAX_ROWS` rows: global
+    size ``(gx, rows)``, local ``(lx, 1)``, the launch's first row passed first."""
+    for row0 in range(0, batch, _MAX_ROWS):
+        knl(queue, (gx, min(_MAX_ROWS, batch - row0)), (lx, 1), np.int64(row0), *args)
+
 _plans: dict = {}  # (context, kind, n, dtype) -> device arrays
 
 
@@ -246,10 +255,9 @@ class _Ctx:
         last = out_shape[-1]
         rows = total // last
         wg = min(WG, last)
-        for row0 in range(0, rows, _MAX_ROWS):
-            knl(self.queue, (_ceil(last, wg), min(_MAX_ROWS, rows - row0)), (wg, 1),
-                np.int64(row0), np.int32(nd), meta_d.base_data, x, np.int64(in_off),
-                self.rdtype.type(scale), np.int32(bool(conj)), out.base_data)
+        _by_rows(knl, self.queue, _ceil(last, wg), wg, rows, np.int32(nd), meta_d.base_data,
+                 x, np.int64(in_off), self.rdtype.type(scale), np.int32(bool(conj)),
+                 out.base_data)
         return out
 
     def contiguous(self, a, scale=1.0, conj=False, real_in=False):
@@ -303,17 +311,15 @@ class _Ctx:
         m, chirp, filt = self.bluestein(n)
         q = self.queue
         a = _empty(q, (batch, m), self.cdtype, self.like)
-        self.k("tessera_fft_chirp_in")(q, (_ceil(m), batch), (WG, 1), np.int32(n), np.int32(m),
-                                       w.base_data, chirp.base_data, np.int32(sign),
-                                       a.base_data)
+        _by_rows(self.k("tessera_fft_chirp_in"), q, _ceil(m), WG, batch, np.int32(n),
+                 np.int32(m), w.base_data, chirp.base_data, np.int32(sign), a.base_data)
         a = self._pow2(a, m, batch, -1, True)
-        self.k("tessera_fft_pointwise")(q, (_ceil(m), batch), (WG, 1), np.int32(m), a.base_data,
-                                        filt.base_data, np.int32(sign))
+        _by_rows(self.k("tessera_fft_pointwise"), q, _ceil(m), WG, batch, np.int32(m),
+                 a.base_data, filt.base_data, np.int32(sign))
         a = self._pow2(a, m, batch, +1, True)
         y = _empty(q, (batch, n), self.cdtype, self.like)
-        self.k("tessera_fft_chirp_out")(q, (_ceil(n), batch), (WG, 1), np.int32(n),
-                                        np.int32(m), a.base_data, chirp.base_data,
-                                        np.int32(sign), y.base_data)
+        _by_rows(self.k("tessera_fft_chirp_out"), q, _ceil(n), WG, batch, np.int32(n),
+                 np.int32(m), a.base_data, chirp.base_data, np.int32(sign), y.base_data)
         return y
 
     def _pow2(self, w, n, batch, sign, owned):
@@ -339,9 +345,9 @@ class _Ctx:
             dst = bufs[i % 2]
             items = n // r
             wg = min(WG, items)
-            self.k(f"tessera_fft_radix{r}")(
-                q, (_ceil(items, wg), batch), (wg, 1), np.int32(n), np.int32(ns),
-                np.int32(sign), tw.base_data, np.int32(off), src.base_data, dst.base_data)
+            _by_rows(self.k(f"tessera_fft_radix{r}"), q, _ceil(items, wg), wg, batch,
+                     np.int32(n), np.int32(ns), np.int32(sign), tw.base_data, np.int32(off),
+                     src.base_data, dst.base_data)
             off += (r - 1) * ns
             ns *= r
             src = dst
@@ -463,8 +469,8 @@ def fft_c2r(a, s, axes, norm, forward):
     rows = c.gather(w, [shape[d] for d in other] + [m_in], [st[d] for d in other] + [st[last]],
                     [shape[d] for d in other] + [shape[last]])
     full = _empty(c.queue, (batch, n), c.cdtype, a)
-    c.k("tessera_fft_hermitian")(c.queue, (_ceil(n), batch), (WG, 1), np.int32(n),
-                                 np.int32(m_in), rows.base_data, np.int32(0), full.base_data)
+    _by_rows(c.k("tessera_fft_hermitian"), c.queue, _ceil(n), WG, batch, np.int32(n),
+             np.int32(m_in), rows.base_data, np.int32(0), full.base_data)
     full = c.rows(full, n, batch, +1)
     if last != nd - 1:
         rst = _c_strides([shape[d] for d in other] + [n])

@@ -110,26 +110,27 @@ inline T fft_rot(const T a, const RT s) { return (T)(-s * a.y, s * a.x); }
 #define FFT_GSTORE(i, v) (y[base + (i)] = (v))
 #define FFT_NOSYNC ((void)0)
 
-// One global Stockham pass: item j < N/R of row get_global_id(1), x -> y.
-__kernel void tessera_fft_radix8(const int N, const int Ns, const int dir,
+// One global Stockham pass: item j < N/R of row row0 + get_global_id(1), x -> y (launches
+// of at most 65535 rows: a GPU grid's second dimension may be capped there).
+__kernel void tessera_fft_radix8(const long row0, const int N, const int Ns, const int dir,
                                  __global const T *tw, const int tw_off,
                                  __global const T *x, __global T *y)
 {
     const int j = get_global_id(0);
     if (j >= N / 8) return;
-    const long base = (long)get_global_id(1) * N;
+    const long base = (row0 + (long)get_global_id(1)) * N;
     const RT s = (RT)dir;
     __global const T *xr = x + base;
     FFT_ITEM8(j, xr, tw + tw_off, FFT_NOSYNC, FFT_GSTORE)
 }
 
-__kernel void tessera_fft_radix4(const int N, const int Ns, const int dir,
+__kernel void tessera_fft_radix4(const long row0, const int N, const int Ns, const int dir,
                                  __global const T *tw, const int tw_off,
                                  __global const T *x, __global T *y)
 {
     const int j = get_global_id(0);
     if (j >= N / 4) return;
-    const long base = (long)get_global_id(1) * N;
+    const long base = (row0 + (long)get_global_id(1)) * N;
     const RT s = (RT)dir;
     const int k = j & (Ns - 1), st = N / 4;
     T v0 = x[base + j], v1 = x[base + j + st], v2 = x[base + j + 2 * st];
@@ -146,13 +147,13 @@ __kernel void tessera_fft_radix4(const int N, const int Ns, const int dir,
     y[o + 3 * Ns] = v3;
 }
 
-__kernel void tessera_fft_radix2(const int N, const int Ns, const int dir,
+__kernel void tessera_fft_radix2(const long row0, const int N, const int Ns, const int dir,
                                  __global const T *tw, const int tw_off,
                                  __global const T *x, __global T *y)
 {
     const int j = get_global_id(0);
     if (j >= N / 2) return;
-    const long base = (long)get_global_id(1) * N;
+    const long base = (row0 + (long)get_global_id(1)) * N;
     const RT s = (RT)dir;
     const int k = j & (Ns - 1);
     T v0 = x[base + j], v1 = x[base + j + N / 2];
@@ -297,11 +298,11 @@ __kernel void tessera_fft_gather(const long row0, const int nd, __global const l
 }
 
 // Bluestein, before: a[b, k] = x[b, k] * chirp[k] for k < n, 0 for n <= k < m.
-__kernel void tessera_fft_chirp_in(const int n, const int m, __global const T *x,
+__kernel void tessera_fft_chirp_in(const long row0, const int n, const int m, __global const T *x,
                                    __global const T *chirp, const int dir, __global T *a)
 {
     const int k = get_global_id(0);
-    const long b = get_global_id(1);
+    const long b = row0 + get_global_id(1);
     if (k >= m) return;
     T c = k < n ? chirp[k] : ZERO;
     if (dir > 0) c.y = -c.y;
@@ -309,11 +310,11 @@ __kernel void tessera_fft_chirp_in(const int n, const int m, __global const T *x
 }
 
 // Bluestein, between: a[b, k] *= filt[k] (the filter's FFT, conjugated for dir > 0).
-__kernel void tessera_fft_pointwise(const int m, __global T *a, __global const T *filt,
+__kernel void tessera_fft_pointwise(const long row0, const int m, __global T *a, __global const T *filt,
                                     const int dir)
 {
     const int k = get_global_id(0);
-    const long b = get_global_id(1);
+    const long b = row0 + get_global_id(1);
     if (k >= m) return;
     T f = filt[k];
     if (dir > 0) f.y = -f.y;
@@ -321,11 +322,11 @@ __kernel void tessera_fft_pointwise(const int m, __global T *a, __global const T
 }
 
 // Bluestein, after: y[b, k] = a[b, k] * chirp[k] / m for k < n.
-__kernel void tessera_fft_chirp_out(const int n, const int m, __global const T *a,
+__kernel void tessera_fft_chirp_out(const long row0, const int n, const int m, __global const T *a,
                                     __global const T *chirp, const int dir, __global T *y)
 {
     const int k = get_global_id(0);
-    const long b = get_global_id(1);
+    const long b = row0 + get_global_id(1);
     if (k >= n) return;
     T c = chirp[k];
     if (dir > 0) c.y = -c.y;
@@ -335,11 +336,11 @@ __kernel void tessera_fft_chirp_out(const int n, const int m, __global const T *
 // The Hermitian extension of rows of h = m_in points to n points:
 // full[b, k] = h[b, k] for k <= n/2, conj(h[b, n - k]) above (h read as 0 past m_in;
 // each h conjugated first when conj_in).
-__kernel void tessera_fft_hermitian(const int n, const int m_in, __global const T *h,
+__kernel void tessera_fft_hermitian(const long row0, const int n, const int m_in, __global const T *h,
                                     const int conj_in, __global T *full)
 {
     const int k = get_global_id(0);
-    const long b = get_global_id(1);
+    const long b = row0 + get_global_id(1);
     if (k >= n) return;
     const int src = k <= n / 2 ? k : n - k;
     T v = src < m_in ? h[b * m_in + src] : ZERO;
