@@ -696,17 +696,13 @@ def test_callback_iterates_are_kept(device, solver):
 # ---- the registered axpy kernel the solvers update their vectors with ------------
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
-@pytest.mark.parametrize("n", [1, 1000, (1 << 14) + 3, 1 << 17])
-@pytest.mark.parametrize("subtract", [False, True])
-def test_axpy_rounds_as_the_two_step_expression(device, dtype, n, subtract):
-    """y += alpha*x through the solvers' kernel equals NumPy's y + alpha*x bit for bit
-    (no fused multiply-add), above and below the BLAS threshold, incl. NaN/inf."""
-    from tessera_array.sparse.linalg._isolve import _axpy_for
-
+def _update_operands(device, dtype, n, seed):
+    """``(x, y, alpha)`` of ``dtype`` for the in-place update kernels: random vectors of n
+    elements with a NaN and an inf (x[3], y[5]) and a -0.0 (x[7]) when n > 10, and a
+    scalar; skips a dtype the device lacks."""
     if dtype not in {d.name for d in device.backend.dtypes(device)}:
         pytest.skip(f"{device} has no {dtype}")
-    rng = np.random.default_rng(n)
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal(n)
     y = rng.standard_normal(n)
     if dtype.startswith("complex"):
@@ -715,7 +711,18 @@ def test_axpy_rounds_as_the_two_step_expression(device, dtype, n, subtract):
     x, y = x.astype(dtype), y.astype(dtype)
     if n > 10:
         x[3], y[5], x[7] = np.nan, np.inf, -0.0
-    alpha = np.asarray(rng.standard_normal() + 0.3, dtype=dtype)
+    return x, y, np.asarray(rng.standard_normal() + 0.3, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("n", [1, 1000, (1 << 14) + 3, 1 << 17])
+@pytest.mark.parametrize("subtract", [False, True])
+def test_axpy_rounds_as_the_two_step_expression(device, dtype, n, subtract):
+    """y += alpha*x through the solvers' kernel equals NumPy's y + alpha*x bit for bit
+    (no fused multiply-add), above and below the BLAS threshold, incl. NaN/inf."""
+    from tessera_array.sparse.linalg._isolve import _axpy_for
+
+    x, y, alpha = _update_operands(device, dtype, n, seed=n)
     expect = y - alpha * x if subtract else y + alpha * x
     xa = xp.asarray(x, device=device)
     ya = xp.asarray(y, device=device)
@@ -741,18 +748,7 @@ def test_aypx_rounds_as_the_two_step_expression(device, dtype, n, beta_on_device
     a 0-d device array (as cg passes rho / rho_prev)."""
     from tessera_array.sparse.linalg._isolve import _aypx_for
 
-    if dtype not in {d.name for d in device.backend.dtypes(device)}:
-        pytest.skip(f"{device} has no {dtype}")
-    rng = np.random.default_rng(n + 1)
-    z = rng.standard_normal(n)
-    p = rng.standard_normal(n)
-    if dtype.startswith("complex"):
-        z = z + 1j * rng.standard_normal(n)
-        p = p + 1j * rng.standard_normal(n)
-    z, p = z.astype(dtype), p.astype(dtype)
-    if n > 10:
-        z[3], p[5], z[7] = np.nan, np.inf, -0.0
-    beta = np.asarray(rng.standard_normal() + 0.3, dtype=dtype)
+    z, p, beta = _update_operands(device, dtype, n, seed=n + 1)
     with np.errstate(all="ignore"):
         expect = p * beta
         expect += z
