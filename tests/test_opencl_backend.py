@@ -129,7 +129,8 @@ def test_float64_needs_cl_khr_fp64(no_fp64):
 def test_fallback_list_is_sorted_and_names_what_runs_on_the_host():
     names = BACKEND.host_fallbacks()
     assert names == tuple(sorted(names)) and len(set(names)) == len(names)
-    assert "unique_values" in names and "kernel fft_c2c" not in names  # FFT kernels are native
+    assert "inv" in names and "kernel fft_c2c" not in names  # FFT kernels are native
+    assert "unique_values" not in names and "unique_all" not in names  # native (sort-based)
     assert "add" not in names and "sum" not in names  # native kernels
     assert "cos[complex64, complex128]" in names or not HAS_FP64
 
@@ -141,21 +142,21 @@ def fallback_mode():
 
 
 def test_fallback_error_and_warn_settings(fallback_mode):
-    x = xp.asarray(np.array([3.0, 1.0, 2.0], dtype=np.float32), device=DEV)
+    x = xp.asarray(np.array([[2.0, 0.0], [0.0, 4.0]], dtype=np.float32), device=DEV)
     fallback_mode("error")
     with pytest.raises(xp.HostFallbackError,
-                       match=r"^unique_values: no native OpenCL kernel; .*opencl:0.*"
+                       match=r"^inv: no native OpenCL kernel; .*opencl:0.*"
                              r"TESSERA_HOST_FALLBACK='error'"):
-        xp.unique_values(x)
-    assert xp.max(x + x).to_device("cpu") == 6.0  # native kernels still run
+        xp.linalg.inv(x)
+    assert xp.max(x + x).to_device("cpu") == 8.0  # native kernels still run
     fallback_mode("warn")
-    with pytest.warns(xp.HostFallbackWarning, match=r"^unique_values: no native OpenCL kernel"):
-        r = xp.unique_values(x)
-    np.testing.assert_array_equal(np.asarray(r.to_device("cpu")), [1.0, 2.0, 3.0])
+    with pytest.warns(xp.HostFallbackWarning, match=r"^inv: no native OpenCL kernel"):
+        r = xp.linalg.inv(x)
+    np.testing.assert_array_equal(np.asarray(r.to_device("cpu")), [[0.5, 0.0], [0.0, 0.25]])
     fallback_mode("allow")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        xp.unique_values(x)
+        xp.linalg.inv(x)
     with pytest.raises(ValueError, match=r"^set_host_fallback: mode must be one of .*"
                                          r"Received: mode='never'"):
         fallback_mode("never")
@@ -163,14 +164,14 @@ def test_fallback_error_and_warn_settings(fallback_mode):
 
 def test_fallback_env_setting_in_a_fresh_process():
     code = ("import tessera_array as xp\n"
-            "x = xp.asarray([2.0, 1.0], device='opencl:0')\n"
+            "x = xp.asarray([[2.0, 0.0], [0.0, 1.0]], device='opencl:0')\n"
             "y = x + 1\n"
-            "try:\n    xp.unique_values(x)\nexcept xp.HostFallbackError as e:\n    print('refused', e)\n")
+            "try:\n    xp.linalg.inv(x)\nexcept xp.HostFallbackError as e:\n    print('refused', e)\n")
     env = dict(__import__("os").environ, TESSERA_HOST_FALLBACK="error")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("refused unique_values: ")
+    assert out.stdout.startswith("refused inv: ")
 
 
 def test_kernel_fallbacks_write_back_in_place_updates():

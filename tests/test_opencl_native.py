@@ -41,7 +41,8 @@ RTOL = {"float32": 2e-5, "complex64": 2e-5, "float64": 1e-12, "complex128": 1e-1
 # The functions this work made native: none may be listed as a host fallback.
 NATIVE = ("matmul", "vecdot", "take", "take_along_axis", "getitem", "setitem",
           "searchsorted", "nonzero", "where", "vector_norm", "divide", "reciprocal", "sign",
-          "exp", "log", "sqrt", "sort", "argsort")
+          "exp", "log", "sqrt", "sort", "argsort", "unique_all", "unique_counts",
+          "unique_inverse", "unique_values")
 
 
 @pytest.fixture(autouse=True)
@@ -152,6 +153,9 @@ def test_native_functions_run_with_fallbacks_refused(refuse_fallbacks):
         host(f(z))
     host(z / z)
     host(xp.argsort(x, axis=0, descending=True))
+    for part in xp.unique_all(x):
+        host(part)
+    host(xp.unique_values(z))
     with pytest.raises(xp.HostFallbackError, match=r"^matrix_norm\['nuc', 2, -2: SVD\]: "
                                                    r"no native OpenCL kernel"):
         xp.linalg.matrix_norm(x, ord="nuc")
@@ -670,3 +674,62 @@ def test_writing_through_a_broadcast_view_raises_as_on_cpu():
         warnings.simplefilter("error")
         r = xp.reshape(view, (6,))  # a copy: writable
         r[0] = 9.0
+
+
+# ---- unique_* (sort-based, backends/opencl/_ops_sets.py) --------------------------------------
+
+UNIQUE_DTYPES = ["bool", "int8", "uint16", "int64"] + INEXACT
+
+
+def _unique_input(rng, dtype, shape):
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dt.kind in "iu":
+        return rng.integers(0, 6, shape).astype(dt)
+    a = rng.integers(-3, 4, shape).astype(np.float64)  # repeats
+    if dt.kind == "c":
+        a = a + 1j * rng.integers(0, 2, shape)
+    a = a.astype(dt)
+    flat = a.reshape(-1)
+    if flat.size > 6:  # NaNs (each its own value) and both zeros (one value)
+        flat[[1, 4]] = np.nan
+        flat[2], flat[5] = -0.0, 0.0
+    return a
+
+
+@pytest.mark.parametrize("dtype", UNIQUE_DTYPES)
+@pytest.mark.parametrize("shape", [(0,), (), (1,), (13,), (4, 7), (2, 3, 5)], ids=str)
+def test_unique_equals_numpy(dtype, shape):
+    """Every output of the four functions equals the NumPy backend's: values (NaNs last,
+    each its own, +-0 one value; compared as values, the kept zero's sign may differ),
+    first-occurrence indices, inverse indices in the input's shape, counts; int64."""
+    rng = np.random.default_rng(len(shape) * 31 + sum(shape))
+    a = _unique_input(rng, dtype, shape)
+    for name in ("unique_all", "unique_counts", "unique_inverse", "unique_values"):
+        got = getattr(xp, name)(dev(a))
+        want = getattr(xp, name)(xp.asarray(a))
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        for k, (g, w) in enumerate(zip(got, want)):
+            g, w = host(g), np.asarray(w)
+            assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, w.dtype)
+            if name == "unique_inverse" and k == 1 and a.dtype.kind in "fc":
+                # NumPy sorts unstably here, so which NaN slot a NaN maps to is arbitrary:
+                # equal off the NaNs; on them, a one-to-one map onto the NaN values.
+                nan = np.isnan(a)
+                np.testing.assert_array_equal(g[~nan], w[~nan], err_msg=name)
+                assert np.isnan(host(got[0])[g[nan]]).all()
+                assert sorted(g[nan].tolist()) == sorted(w[nan].tolist())
+                continue
+            np.testing.assert_array_equal(g, w, err_msg=name)
+        vals = host(got[0])
+        assert np.isnan(vals).sum() == (np.isnan(a).sum() if a.dtype.kind in "fc" else 0)
+
+
+def test_unique_inverse_rebuilds_the_input():
+    rng = np.random.default_rng(SEED)
+    a = _unique_input(rng, INEXACT[0], (6, 5))
+    values, inverse = xp.unique_inverse(dev(a))
+    rebuilt = host(xp.take(values, xp.reshape(inverse, (-1,))))
+    np.testing.assert_array_equal(rebuilt.reshape(a.shape), a)

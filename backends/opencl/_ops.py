@@ -16,6 +16,7 @@ from ._ops_indexing import *
 from ._ops_linalg import *
 from ._ops_manipulation import *
 from ._ops_reductions import *
+from ._ops_sets import *
 from ._ops_sorting import *
 
 globals().update(make_fallbacks(set(globals())))
