@@ -620,7 +620,7 @@ def test_fft_radices_cover_each_length_in_ceil_k_over_3_passes():
 def test_fft_row_launches_split_at_the_grid_cap(shape, s, axes, fft_route, monkeypatch):
     """Launches that put rows in the grid's second dimension (radix passes, Bluestein's
     steps, the Hermitian extension, the gathers) are split into launches of at most
-    _MAX_ROWS rows (65535: CUDA's grid y cap); here 2, so 5-9 rows take 3-5 launches
+    _MAX_ROWS rows (65535: CUDA's grid-y limit); here 2, so 5-9 rows take 3-5 launches
     each, every row at its own offset, and the results still equal numpy.fft."""
     monkeypatch.setattr(cl_fft, "_MAX_ROWS", 2)
     rng = np.random.default_rng(sum(shape))

@@ -111,7 +111,7 @@ inline T fft_rot(const T a, const RT s) { return (T)(-s * a.y, s * a.x); }
 #define FFT_NOSYNC ((void)0)
 
 // One global Stockham pass: item j < N/R of row row0 + get_global_id(1), x -> y (launches
-// of at most 65535 rows: a GPU grid's second dimension may be capped there).
+// of at most 65535 rows: CUDA's grid-y limit, see backends/opencl/fft.py).
 __kernel void tessera_fft_radix8(const long row0, const int N, const int Ns, const int dir,
                                  __global const T *tw, const int tw_off,
                                  __global const T *x, __global T *y)
