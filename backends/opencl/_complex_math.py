@@ -1,4 +1,5 @@
-"""Complex ``divide``, ``reciprocal``, ``sign``, ``exp``, ``log`` and ``sqrt`` as OpenCL C.
+"""Complex ``divide``, ``reciprocal``, ``sign``, ``exp``, ``log``, ``sqrt``, ``log1p``,
+``expm1``, ``log2`` and ``log10`` as OpenCL C.
 
 :func:`complex_expression` gives the elementwise module an expression (and the
 preamble functions it calls) for complex64/complex128, so these run as generated
@@ -159,8 +160,44 @@ inline {t} tcsqrt_{r}({t} z)
 }}
 """
 
+# log1p and expm1: NumPy's own formulas (numpy/_core/src/umath/funcs.inc.src, nc_log1p and
+# nc_expm1), in the same operations and precision (float for complex64), so results
+# follow NumPy's, including where those formulas lose accuracy (log1p of a tiny z is
+# log(hypot(1 + re, im)), 0 for |z| < eps/2); expm1's non-finite and zero inputs take
+# the NumPy backend's patch for the standard's special values.
+_LOG1P = """
+inline {t} tclog1p_{r}({t} z)
+{{
+  {r} x1 = z.x + ({r})1;
+  return ({t})(log(hypot(x1, z.y)), atan2(z.y, x1));
+}}
+"""
+
+_EXPM1 = """
+inline {t} tcexpm1_{r}({t} z)
+{{
+  {r} x = z.x, y = z.y;
+  if (!isfinite(x) || !isfinite(y) || (x == 0 && y == 0)) {{
+    // The NumPy backend's patch (backends/numpy/_ops_elementwise.py: expm1), the standard's
+    // special values: exp(x) cos(y) - 1 + i exp(x) sin(y), im = y where y == 0, and
+    // inf + nan j / -1 + 0j for x = +inf / -inf with a non-finite y.
+    if (!isfinite(y) && x == ({r})INFINITY) return ({t})(x, NAN);
+    if (!isfinite(y) && x == -({r})INFINITY) return ({t})(-1, 0);
+    {r} e = exp(x);
+    return ({t})(e * cos(y) - ({r})1, y == 0 ? y : e * sin(y));
+  }}
+  {r} a = sin(y / ({r})2);
+  return ({t})(expm1(x) * cos(y) - ({r})2 * a * a, exp(x) * sin(y));
+}}
+"""
+
 _UNARY = {"reciprocal": ("tcrecip", _RECIPROCAL), "sign": ("tcsign", _SIGN),
-          "exp": ("tcexp", _EXP), "log": ("tclog", _LOG), "sqrt": ("tcsqrt", _SQRT)}
+          "exp": ("tcexp", _EXP), "log": ("tclog", _LOG), "sqrt": ("tcsqrt", _SQRT),
+          "log1p": ("tclog1p", _LOG1P), "expm1": ("tcexpm1", _EXPM1)}
+# log2 and log10: NumPy's log times log2(e) or log10(e), each part (nc_log2, nc_log10),
+# with the constant in the part's precision.
+_SCALED_LOG = {"log2": "1.442695040888963407359924681001892137",
+               "log10": "0.434294481903251827651128918916605082"}
 
 # complex64 exp, log and sqrt run in double precision where the device has it (one
 # rounding at the end: within an ulp of the exact value; measured on PoCL, log1p in
@@ -183,6 +220,10 @@ def complex_expression(name: str, t: str):
     r = "float" if t == "float2" else "double"
     if name == "divide":
         return f"tcdiv_{r}(a0, a1)", t, _DIVIDE.format(t=t, r=r)
+    if name in _SCALED_LOG:
+        expr, _, pre = complex_expression("log", t)
+        c = f"({r}){_SCALED_LOG[name]}{_CONST[r]['f']}"
+        return f"({expr} * {c})", t, pre
     hit = _UNARY.get(name)
     if hit is None:
         return None

@@ -297,7 +297,7 @@ def _complex_expression(name, t):
         return "a0.y", r, ""
     if name == "abs":
         return "hypot(a0.x, a0.y)", r, ""
-    from ._complex_math import complex_expression  # divide, reciprocal, sign, exp, log, sqrt
+    from ._complex_math import complex_expression  # divide, reciprocal, sign, exp, log, ...
 
     return complex_expression(name, t)
 
