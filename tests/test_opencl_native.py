@@ -44,7 +44,7 @@ NATIVE = ("matmul", "vecdot", "take", "take_along_axis", "getitem", "setitem",
           "exp", "log", "sqrt", "sort", "argsort", "unique_all", "unique_counts",
           "unique_inverse", "unique_values")
 # Native for complex too (complex_math.py); their real kinds were native before.
-NATIVE_COMPLEX = ("log1p", "expm1", "log2", "log10")
+NATIVE_COMPLEX = ("log1p", "expm1", "log2", "log10", "sinh", "cosh", "sin", "cos")
 
 
 @pytest.fixture(autouse=True)
@@ -596,9 +596,11 @@ def test_complex_divide_and_reciprocal_equal_numpy_bit_for_bit(dtype):
 @pytest.mark.parametrize("dtype", COMPLEX)
 # One ulp more for sign and log than on PoCL: NVIDIA's OpenCL hypot/log (H200, driver
 # 580.159.04) measured 3 and 4 ulps from NumPy's for complex128.
-# log1p, log2, log10 measured on PoCL 3.0: 1 / 2 / 2 ulps (complex64), 5 / 3 / 2 (complex128).
+# log1p, log2, log10 measured on PoCL 3.0: 1 / 2 / 2 ulps (complex64), 5 / 3 / 2 (complex128);
+# sinh, cosh, sin, cos 3 each, and every special value of the grid as NumPy's.
 @pytest.mark.parametrize("name,ulps", [("sign", 3), ("exp", 4), ("log", 4), ("sqrt", 2),
-                                       ("log1p", 6), ("log2", 4), ("log10", 4)])
+                                       ("log1p", 6), ("log2", 4), ("log10", 4), ("sinh", 4),
+                                       ("cosh", 4), ("sin", 4), ("cos", 4)])
 def test_complex_functions_within_ulps_of_numpy(dtype, name, ulps):
     z = _complex_sample(dtype)
     with np.errstate(all="ignore"):

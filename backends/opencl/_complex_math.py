@@ -191,9 +191,82 @@ inline {t} tcexpm1_{r}({t} z)
 }}
 """
 
+# sinh and cosh (and sin, cos through sinh(iz), cosh(iz)): (sinh x cos y, cosh x sin y) and
+# (cosh x cos y, sinh x sin y); past |x| = exp_t, cos y and sin y are scaled by e^|x| / 2 in
+# steps (no overflow before the result does); y = 0 keeps an exact imaginary zero; the
+# non-finite inputs take C99 Annex G's values, with the signs NumPy gives where Annex G
+# leaves them open.
+_SINHCOSH = """
+inline {t} tcsc_big_{r}({r} ax, {r} c, {r} s)
+{{
+  {r} e = exp(({r}){exp_t});
+  c *= e / 2; s *= e / 2; ax -= {exp_t};
+  if (ax > {exp_t}) {{ c *= e; s *= e; ax -= {exp_t}; }}
+  e = exp(ax);
+  return ({t})(e * c, e * s);
+}}
+
+inline {t} tcsinh_{r}({t} z)
+{{
+  {r} x = z.x, y = z.y;
+  if (isfinite(x)) {{
+    if (isfinite(y)) {{
+      if (y == 0) return ({t})(sinh(x), y);
+      {r} c = cos(y), s = sin(y);
+      if (fabs(x) <= {exp_t}) return ({t})(sinh(x) * c, cosh(x) * s);
+      {t} w = tcsc_big_{r}(fabs(x), c, s);
+      return ({t})(copysign(({r})1, x) * w.x, w.y);
+    }}
+    return x == 0 ? ({t})(x, NAN) : ({t})(NAN, NAN);
+  }}
+  if (isinf(x)) {{
+    if (y == 0) return ({t})(x, y);
+    if (isfinite(y)) return ({t})(x * copysign(({r})1, cos(y)), copysign(({r})INFINITY, sin(y)));
+    return ({t})(({r})INFINITY, NAN);
+  }}
+  return ({t})(x, y == 0 ? y : NAN);
+}}
+
+inline {t} tccosh_{r}({t} z)
+{{
+  {r} x = z.x, y = z.y;
+  if (isfinite(x)) {{
+    if (isfinite(y)) {{
+      if (y == 0) return ({t})(cosh(x), copysign(({r})0, x) * y);
+      {r} c = cos(y), s = sin(y);
+      if (fabs(x) <= {exp_t}) return ({t})(cosh(x) * c, sinh(x) * s);
+      {t} w = tcsc_big_{r}(fabs(x), c, s);
+      return ({t})(w.x, copysign(({r})1, x) * w.y);
+    }}
+    return x == 0 ? ({t})(NAN, 0) : ({t})(NAN, NAN);
+  }}
+  if (isinf(x)) {{
+    if (y == 0) return ({t})(({r})INFINITY, copysign(({r})0, x) * y);
+    if (isfinite(y)) return ({t})(copysign(({r})INFINITY, cos(y)), x * copysign(({r})1, sin(y)));
+    return ({t})(({r})INFINITY, NAN);
+  }}
+  return ({t})(x, y == 0 ? y : NAN);
+}}
+
+inline {t} tcsin_{r}({t} z)
+{{
+  {t} w = tcsinh_{r}(({t})(-z.y, z.x));
+  // sin(x + i inf) for a non-finite x: NaN + i inf (Annex G leaves the sign; NumPy's +).
+  if (isinf(w.x) && isnan(w.y)) return ({t})(NAN, INFINITY);
+  return ({t})(w.y, -w.x);
+}}
+
+inline {t} tccos_{r}({t} z)
+{{
+  return tccosh_{r}(({t})(-z.y, z.x));
+}}
+"""
+
 _UNARY = {"reciprocal": ("tcrecip", _RECIPROCAL), "sign": ("tcsign", _SIGN),
           "exp": ("tcexp", _EXP), "log": ("tclog", _LOG), "sqrt": ("tcsqrt", _SQRT),
-          "log1p": ("tclog1p", _LOG1P), "expm1": ("tcexpm1", _EXPM1)}
+          "log1p": ("tclog1p", _LOG1P), "expm1": ("tcexpm1", _EXPM1),
+          "sinh": ("tcsinh", _SINHCOSH), "cosh": ("tccosh", _SINHCOSH),
+          "sin": ("tcsin", _SINHCOSH), "cos": ("tccos", _SINHCOSH)}
 # log2 and log10: NumPy's log times log2(e) or log10(e), each part (nc_log2, nc_log10),
 # with the constant in the part's precision.
 _SCALED_LOG = {"log2": "1.442695040888963407359924681001892137",
