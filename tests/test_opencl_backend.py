@@ -132,7 +132,7 @@ def test_fallback_list_is_sorted_and_names_what_runs_on_the_host():
     assert "inv" in names and "kernel fft_c2c" not in names  # FFT kernels are native
     assert "unique_values" not in names and "unique_all" not in names  # native (sort-based)
     assert "add" not in names and "sum" not in names  # native kernels
-    assert "cos[complex64, complex128]" in names or not HAS_FP64
+    assert "tan[complex64, complex128]" in names or not HAS_FP64
 
 
 @pytest.fixture
@@ -325,7 +325,10 @@ def _sample(rng, dtype, n):
 def _assert_same(name, got, want):
     assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, want.dtype)
     if got.dtype.kind == "c":
-        _assert_same(name, got.real.copy(), want.real.copy())
+        # NumPy's complex log1p is log(hypot(1 + x, y)): near |1 + z| = 1 its real part
+        # carries an ulp of 1, not of itself (NVIDIA's OpenCL: 2.8e-14 relative, 0.5 eps).
+        _assert_same("log1p_re" if name == "log1p" else name, got.real.copy(),
+                     want.real.copy())
         _assert_same(name, got.imag.copy(), want.imag.copy())
         return
     if got.dtype.kind != "f":
@@ -333,11 +336,11 @@ def _assert_same(name, got, want):
         return
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan, err_msg=f"{name}: NaN positions")
-    if name in _INEXACT:
+    if name in _INEXACT or name == "log1p_re":
         ok = ~nan
         rtol = 4e-6 if got.dtype == np.float32 else 1e-14
         # Subnormal results may flush to zero (OpenCL allows it for float32).
-        atol = np.finfo(got.dtype).tiny
+        atol = np.finfo(got.dtype).tiny if name != "log1p_re" else 4 * np.finfo(got.dtype).eps
         np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=atol, err_msg=name)
         return
     # Bit for bit, so -0.0 and 0.0 differ.

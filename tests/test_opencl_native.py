@@ -596,11 +596,11 @@ def test_complex_divide_and_reciprocal_equal_numpy_bit_for_bit(dtype):
 @pytest.mark.parametrize("dtype", COMPLEX)
 # One ulp more for sign and log than on PoCL: NVIDIA's OpenCL hypot/log (H200, driver
 # 580.159.04) measured 3 and 4 ulps from NumPy's for complex128.
-# log1p, log2, log10 measured on PoCL 3.0: 1 / 2 / 2 ulps (complex64), 5 / 3 / 2 (complex128);
-# sinh, cosh, sin, cos 3 each, and every special value of the grid as NumPy's.
+# log2, log10 measured on PoCL 3.0: 2 / 2 ulps (complex64), 3 / 2 (complex128); sinh, cosh,
+# sin, cos 3 each, and every special value of the grid as NumPy's.
 @pytest.mark.parametrize("name,ulps", [("sign", 3), ("exp", 4), ("log", 4), ("sqrt", 2),
-                                       ("log1p", 6), ("log2", 4), ("log10", 4), ("sinh", 4),
-                                       ("cosh", 4), ("sin", 4), ("cos", 4)])
+                                       ("log2", 4), ("log10", 4), ("sinh", 4), ("cosh", 4),
+                                       ("sin", 4), ("cos", 4)])
 def test_complex_functions_within_ulps_of_numpy(dtype, name, ulps):
     z = _complex_sample(dtype)
     with np.errstate(all="ignore"):
@@ -608,6 +608,24 @@ def test_complex_functions_within_ulps_of_numpy(dtype, name, ulps):
     got = host(getattr(xp, name)(dev(z)))
     assert got.dtype == want.dtype
     assert _ulps(got, want) <= ulps
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_complex_log1p_follows_numpy(dtype):
+    """NumPy's formula: re = log(hypot(1 + x, y)), im = atan2(y, 1 + x). Near |1 + z| = 1
+    the log's argument carries its rounding (an ulp of 1) into a small result: NVIDIA's
+    OpenCL (H200) measured 4e6 ulps of such a result, one ulp of 1. So re is held to 4
+    ulps of max(|re|, 1), im to 4 ulps of itself; special values exactly as NumPy's."""
+    z = _complex_sample(dtype)
+    with np.errstate(all="ignore"):
+        want = np.log1p(z)
+    got = host(xp.log1p(dev(z)))
+    assert got.dtype == want.dtype
+    assert _ulps(got.imag + 0j, want.imag + 0j) <= 4
+    _ulps(got.real + 0j, want.real + 0j)  # the special values (NaN, inf, zeros) agree
+    fin = np.isfinite(want.real)
+    scale = np.spacing(np.maximum(np.abs(want.real[fin]), 1).astype(want.real.dtype))
+    assert np.max(np.abs(got.real[fin] - want.real[fin]) / scale, initial=0) <= 4
 
 
 @pytest.mark.parametrize("dtype", COMPLEX)
