@@ -32,9 +32,9 @@ __all__ = ["complex_expression"]
 
 # r: the real C type; t: the complex one; big: a scale threshold; lo/hi: scale factors
 _CONST = {
-    "float": {"exp_t": "88.0f", "big": "0x1p125f", "tiny": "0x1p-124f", "up": "0x1p50f",
+    "float": {"exp_t": "88.0f", "th_t": "9.0f", "big": "0x1p125f", "tiny": "0x1p-124f", "up": "0x1p50f",
               "down": "0x1p-25f", "f": "f"},
-    "double": {"exp_t": "709.0", "big": "0x1p1021", "tiny": "0x1p-1020", "up": "0x1p108",
+    "double": {"exp_t": "709.0", "th_t": "22.0", "big": "0x1p1021", "tiny": "0x1p-1020", "up": "0x1p108",
                "down": "0x1p-54", "f": ""},
 }
 
@@ -262,11 +262,40 @@ inline {t} tccos_{r}({t} z)
 }}
 """
 
+# tanh: (sinh x cosh x + i sin y cos y) / (sinh^2 x + cos^2 y) (the identity cosh^2 x -
+# sin^2 y = sinh^2 x + cos^2 y keeps the denominator free of cancellation); past |x| =
+# th_t, where tanh x rounds to +-1, (+-1, 4 sin y cos y e^(-2|x|)). An infinite x gives
+# +-1 + 0j with y's sign (the standard's value, as the NumPy backend patches NumPy's);
+# the other non-finite inputs take Annex G's values. tan(z) = -i tanh(iz).
+_TANH = """
+inline {t} tctanh_{r}({t} z)
+{{
+  {r} x = z.x, y = z.y;
+  if (isinf(x)) return ({t})(copysign(({r})1, x), copysign(({r})0, y));
+  if (isnan(x)) return ({t})(x, y == 0 ? y : NAN);
+  if (!isfinite(y)) return x == 0 ? ({t})(x, NAN) : ({t})(NAN, NAN);
+  {r} sy = sin(y), cy = cos(y);
+  if (fabs(x) > ({r}){th_t}) {{
+    return ({t})(copysign(({r})1, x), 4 * sy * cy * exp(-2 * fabs(x)));
+  }}
+  {r} sx = sinh(x), cx = cosh(x);
+  {r} den = sx * sx + cy * cy;
+  return ({t})(sx * cx / den, sy * cy / den);
+}}
+
+inline {t} tctan_{r}({t} z)
+{{
+  {t} w = tctanh_{r}(({t})(-z.y, z.x));
+  return ({t})(w.y, -w.x);
+}}
+"""
+
 _UNARY = {"reciprocal": ("tcrecip", _RECIPROCAL), "sign": ("tcsign", _SIGN),
           "exp": ("tcexp", _EXP), "log": ("tclog", _LOG), "sqrt": ("tcsqrt", _SQRT),
           "log1p": ("tclog1p", _LOG1P), "expm1": ("tcexpm1", _EXPM1),
           "sinh": ("tcsinh", _SINHCOSH), "cosh": ("tccosh", _SINHCOSH),
-          "sin": ("tcsin", _SINHCOSH), "cos": ("tccos", _SINHCOSH)}
+          "sin": ("tcsin", _SINHCOSH), "cos": ("tccos", _SINHCOSH),
+          "tanh": ("tctanh", _TANH), "tan": ("tctan", _TANH)}
 # log2 and log10: NumPy's log times log2(e) or log10(e), each part (nc_log2, nc_log10),
 # with the constant in the part's precision.
 _SCALED_LOG = {"log2": "1.442695040888963407359924681001892137",
