@@ -1,5 +1,6 @@
 """Complex ``divide``, ``reciprocal``, ``sign``, ``exp``, ``log``, ``sqrt``, ``log1p``,
-``expm1``, ``log2`` and ``log10`` as OpenCL C.
+``expm1``, ``log2``, ``log10``, ``sinh``, ``cosh``, ``sin``, ``cos``, ``tanh`` and ``tan``
+as OpenCL C (the algorithms of the last ten are beside their sources below).
 
 :func:`complex_expression` gives the elementwise module an expression (and the
 preamble functions it calls) for complex64/complex128, so these run as generated
