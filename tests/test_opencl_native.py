@@ -42,7 +42,7 @@ RTOL = {"float32": 2e-5, "complex64": 2e-5, "float64": 1e-12, "complex128": 1e-1
 NATIVE = ("matmul", "vecdot", "take", "take_along_axis", "getitem", "setitem",
           "searchsorted", "nonzero", "where", "vector_norm", "divide", "reciprocal", "sign",
           "exp", "log", "sqrt", "sort", "argsort", "unique_all", "unique_counts",
-          "unique_inverse", "unique_values")
+          "unique_inverse", "unique_values", "isin")
 # Native for complex too (complex_math.py); their real kinds were native before.
 NATIVE_COMPLEX = ("log1p", "expm1", "log2", "log10", "sinh", "cosh", "sin", "cos", "tanh",
                   "tan")
@@ -163,6 +163,7 @@ def test_native_functions_run_with_fallbacks_refused(refuse_fallbacks):
     host(xp.argsort(x, axis=0, descending=True))
     for part in xp.unique_all(x):
         host(part)
+    host(xp.isin(x, x[0]))
     host(xp.unique_values(z))
     with pytest.raises(xp.HostFallbackError, match=r"^matrix_norm\['nuc', 2, -2: SVD\]: "
                                                    r"no native OpenCL kernel"):
@@ -784,3 +785,27 @@ def test_unique_inverse_rebuilds_the_input():
     values, inverse = xp.unique_inverse(dev(a))
     rebuilt = host(xp.take(values, xp.reshape(inverse, (-1,))))
     np.testing.assert_array_equal(rebuilt.reshape(a.shape), a)
+
+
+@pytest.mark.parametrize("dtype", UNIQUE_DTYPES)
+@pytest.mark.parametrize("sa,sb", [((13,), (7,)), ((4, 7), (2, 3)), ((), (5,)), ((0,), (4,)),
+                                   ((6,), (0,))], ids=str)
+def test_isin_equals_numpy(dtype, sa, sb):
+    """isin through the sort and searchsorted: NaN is in nothing, -0.0 is in [0.0]; both
+    orders, inverted or not, and with a weak scalar on either side."""
+    rng = np.random.default_rng(sum(sa) * 7 + sum(sb))
+    a, b = _unique_input(rng, dtype, sa), _unique_input(rng, dtype, sb)
+    for invert in (False, True):
+        for x, y in ((a, b), (b, a)):
+            got = host(xp.isin(dev(x), dev(y), invert=invert))
+            want = np.asarray(xp.isin(xp.asarray(x), xp.asarray(y), invert=invert))
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+        if a.size:
+            v = np.asarray(a).reshape(-1)[0].item()
+            ah, bh = xp.asarray(a), xp.asarray(b)
+            for on_dev, on_host in (((dev(a), v), (ah, v)), ((v, dev(b)), (v, bh))):
+                got = host(xp.isin(*on_dev, invert=invert))
+                want = np.asarray(xp.isin(*on_host, invert=invert))
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got, want)

@@ -1,5 +1,5 @@
-"""Native ``unique_all``, ``unique_counts``, ``unique_inverse`` and ``unique_values`` of the
-OpenCL backend, built from its own kernels: the stable sort (or argsort and a gather),
+"""Native ``unique_all``, ``unique_counts``, ``unique_inverse``, ``unique_values`` and
+``isin`` of the OpenCL backend, built from its own kernels: the stable sort (or argsort and a gather),
 a not-equal of each sorted element with the one before it, a compaction of where
 that holds (``nonzero``) and, for the inverse, a running sum scattered back through
 the sort's permutation. Nothing goes through the host but the group count that
@@ -11,6 +11,10 @@ are first occurrences (the sort is stable); ``inverse_indices`` has the input's 
 indices and counts are int64. The value kept for a group of equal elements is its
 first in input order (for ``±0.0`` NumPy's sign may differ: ``unique_values`` without
 ``return_index`` sorts unstably there).
+
+``isin(a, b)``: ``b`` sorted once, each element of ``a`` looked up with ``searchsorted``
+and compared (``==``, so NaN is in nothing and ``-0.0`` is in ``[0.0]``, as NumPy's
+``isin``); a weak scalar ``b`` is one ``equal``.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from tessera_array import _dtypes
 
 from . import _kernels, _programs
 from ._ops_core import astype, setitem
-from ._ops_elementwise import add, not_equal, subtract
-from ._ops_indexing import nonzero, take
+from ._ops_elementwise import add, equal, logical_not, minimum, not_equal, subtract
+from ._ops_indexing import nonzero, searchsorted, take
 from ._ops_manipulation import concat, reshape
+from ._ops_reductions import any as _any
 from ._ops_reductions import cumulative_sum
 from ._ops_sorting import argsort, sort
 
-__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+__all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
 _I64 = np.dtype(np.int64)
 
@@ -117,3 +122,23 @@ def unique_all(a, /):
     order, s, starts, neq = _by_order(a)
     return (take(s, starts), take(order, starts), _inverse(a, order, neq),
             _counts(starts, s.size))
+
+
+def isin(a, b, /, *, invert=False):
+    """Whether each element of ``a`` is in ``b`` (buffers of one dtype, or one of them a weak
+    Python scalar of that kind)."""
+    if not hasattr(b, "queue"):  # a scalar b: a plain comparison
+        return (not_equal if invert else equal)(a, b)
+    if not hasattr(a, "queue"):  # a scalar a: a 0-d answer
+        found = _any(equal(b, a))
+        return logical_not(found) if invert else found
+    q = a.queue
+    if b.size == 0 or a.size == 0:
+        out = _kernels.empty(q, a.shape, np.dtype(np.bool_))
+        _kernels.launch_map(q, "true" if invert else "false", out, [], "bool")
+        return out
+    s = sort(_flat(b))
+    flat = _flat(a)
+    at = minimum(searchsorted(s, flat, side="left"), s.size - 1)
+    found = reshape(equal(take(s, at), flat), a.shape)
+    return logical_not(found) if invert else found
