@@ -439,8 +439,11 @@ def test_peak_memory_is_O_S_D(device):
         _, peak_bwd = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # out (4 MiB), lse, and per thread: Q block, K^T, V (4 MiB each), tiles (1 MiB each)
-    assert peak_fwd < 64 * mib, peak_fwd / mib
+    # out (4 MiB), lse, and per thread (the forward's items run at once): the Q block,
+    # K^T (4 MiB), score and product tiles (up to 2 MiB and 256 KiB)
+    from tessera_array.backends.numpy import attention as kern
+
+    assert peak_fwd < 32 * mib + kern._threads() * 8 * mib, (peak_fwd / mib, kern._threads())
     # the recomputed forward, dq, dk, dv (12 MiB), float32 copies of scale*q and dout
     assert peak_bwd < 64 * mib, peak_bwd / mib
     assert all(np.isfinite(_np(g)).all() for g in grads)

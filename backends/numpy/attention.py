@@ -47,7 +47,7 @@ crosses the band's edge gets a cached bool tile (``_hidden_tile``). Dropout keep
 decisions come per tile from :func:`tessera_array.backends.numpy.philox.keep_block`,
 a pure function of (seed, offset, bh, i, j): independent of tiling and threads.
 
-Threads: items run on a pool of one thread per usable core (at most 16); NumPy
+Threads: items run on a pool of one thread per usable core (at most ``MAX_THREADS``); NumPy
 releases the GIL in matmul and in the ufuncs. OpenBLAS's own thread pool must not
 fight this one (letting it thread a 512x1024x64 product from two pool threads on a
 busy 2-core machine measured 5-10x slower; threading the forward's 1024x128x64
@@ -145,7 +145,25 @@ from . import _threads as _blas
 __all__ = ["attention_bwd", "attention_fwd", "register"]
 
 BLOCK_Q = 1024  # forward: query rows per work item
-BLOCK_K = 128  # forward: keys per tile
+# Forward keys per tile: None picks by the threads that share the work
+# (BLOCK_K_BY_THREADS); an int (the tests' small tiles) is used as it is.
+BLOCK_K = None
+# (fewest threads, keys per tile), first match. Every tile costs ~10 NumPy calls, each
+# taking the GIL back, so with many threads the calls, not the arithmetic, set the pace
+# and larger tiles win; with one or two threads the tile whose scores fit the L2 cache
+# wins. Forward fp32 B=4 H=8 S=1024 D=64, ms, medians of 7, 2026-11-30 (.devrun-style
+# A/B in one process: keys per tile 128 / 256 / 512; torch SDPA alongside):
+#
+#   threads                   1            2            4           8           16
+#   Xeon full   128/256/512   119/116/125  85/94/79     47/42/41    40/32/29    50/41/31
+#               torch         79           54           39          13          16
+#   Xeon causal 128/256/512   81/87/107    52/52/61     36/31/34    40/28/24    58/40/29
+#               torch         59           34           18          12          8
+#   EPYC 2-core full          -            166/155/169  (causal 112/119/142)
+#
+# (Xeon: the H200 host's 16 logical CPUs; EPYC: the shared 2-core VM.) Larger tiles lose
+# on the causal diagonal at few threads: a tile that crosses it computes its hidden half.
+BLOCK_K_BY_THREADS = ((5, 512), (3, 256), (1, 128))
 BLOCK_Q_BWD = 256  # backward: query rows per tile
 BLOCK_K_BWD = 256  # backward: keys per tile
 # Problems with fewer score elements (Sq*Sk summed over heads) run on the calling
@@ -166,6 +184,13 @@ FOLD = True
 # product one BLAS call (BIG_GEMM) instead of cuts of GEMM_MAX.
 PIN_BLAS = True
 BIG_GEMM = True
+# The most pool threads. The tile loops make ~10 NumPy calls per tile, each taking the
+# GIL back; past about 8 threads the GIL, not the cores, sets the pace. H200 host Xeon
+# (16 logical CPUs), fp32 B=4 H=8 S=1024 D=64, ms, medians, 2026-11-30:
+#   threads                 4      8      16
+#   forward full / causal   47/39  31/29  35/33  (torch SDPA: 28/26  19/14  12/8)
+#   backward full / causal  154/90 145/94 277/158 (torch: 71/55  49/40  35/27)
+MAX_THREADS = 8
 _POOL = None
 
 # Test hook: every output buffer is allocated here (tests poison it with NaN to
@@ -178,7 +203,7 @@ def _threads() -> int:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         usable = os.cpu_count() or 1
-    return max(1, min(usable, 16))
+    return max(1, min(usable, MAX_THREADS))
 
 
 def _pool():
@@ -265,6 +290,13 @@ def _blas_one_thread(wanted: bool = True):
     """The process-wide hold of OpenBLAS at one thread (``_threads.blas_one_thread``),
     taken only when ``wanted`` and :data:`PIN_BLAS`."""
     return _blas.blas_one_thread(PIN_BLAS and wanted)
+
+
+def _block_k(threads: int) -> int:
+    """Keys per forward tile for ``threads`` threads sharing the work (:data:`BLOCK_K`)."""
+    if BLOCK_K:
+        return BLOCK_K
+    return next(b for t, b in BLOCK_K_BY_THREADS if threads >= t)
 
 
 def _acc_dtype(dt: np.dtype) -> np.dtype:
@@ -375,6 +407,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
     items = [(bh, i0) for bh in range(len(heads)) for i0 in range(0, sq, bq)]
     work = len(heads) * sq * sk
     pooled = _pooled(items, work)
+    bk = _block_k(min(len(items), _threads()) if pooled else 1)
 
     def rows(item, gmax):
         bh, i0 = item
@@ -386,7 +419,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
         ja, jb = band.keys(i0, i1, sk)
         jb = max(ja, jb)  # (jb < 0 when no query of the block sees a key)
         nk = jb - ja
-        fold = FOLD and nk > BLOCK_K  # (one tile: its step is the exact one anyway)
+        fold = FOLD and nk > bk  # (one tile: its step is the exact one anyway)
         # Folded: Q' = [scale Q, -c] and K'^T = [K^T; 1], so Q' K'^T = S - c with c the
         # shift of each row (its running max once finite, 0 before): on a lazy tile the
         # scores come out of the product already shifted (no subtraction pass).
@@ -411,12 +444,18 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
             qd, kd = (qs[:, :d], kt[:d]) if fold else (qs, kt)
             q_norm = np.sqrt(np.einsum("ij,ij->i", qd, qd))  # |scale * q_i|
             k_norm = np.sqrt(np.einsum("ij,ij->j", kd, kd))  # |k_j|
+            # Per key tile, max |k_j| as a Python float; per row, the largest max |k_j|
+            # its running max allows, (m_i + RESCALE_SLACK) / |scale q_i| (-inf while m_i
+            # is -inf, NaN for NaN: both fail the test), refreshed after each exact step.
+            kmax = np.maximum.reduceat(k_norm, np.arange(0, nk, bk)).tolist() if nk else []
+            thr = np.full(n, -np.inf, dtype=acc)
+            thr_min = {}  # (a, b) -> min(thr[a:b]), cleared when thr changes
         # Scratch for the two products of every tile (fresh 512 KiB arrays each tile
         # would go back to the allocator each time).
-        sbuf = np.empty(n * BLOCK_K, dtype=acc) if nk > BLOCK_K else None
-        pbuf = np.empty(n * dv, dtype=acc) if nk > BLOCK_K else None
-        for j0 in range(ja, jb, BLOCK_K):
-            j1 = min(j0 + BLOCK_K, jb)
+        sbuf = np.empty(n * bk, dtype=acc) if nk > bk else None
+        pbuf = np.empty(n * dv, dtype=acc) if nk > bk else None
+        for j0 in range(ja, jb, bk):
+            j1 = min(j0 + bk, jb)
             # Only the rows of this block that see some key of this tile.
             ra, rb = band.queries(j0, j1, sq)
             ra, rb = max(ra, i0), min(rb, i1)
@@ -433,8 +472,11 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
             # pass, no rescaling of l and O; exp(S - m) <= e**RESCALE_SLACK stays finite.
             # (m = -inf, NaN or inf fail the test and take the exact step.) Folded, the
             # product already subtracted c = m.
-            if lazy and bool(np.all(q_norm[a:b] * k_norm[j0 - ja:j1 - ja].max()
-                                    <= mb + RESCALE_SLACK)):
+            if lazy:
+                t_min = thr_min.get((a, b))
+                if t_min is None:
+                    t_min = thr_min[(a, b)] = float(thr[a:b].min())
+            if lazy and kmax[(j0 - ja) // bk] <= t_min:
                 if not fold:
                     s -= mb[:, None]
                 np.exp(s, out=s)
@@ -452,6 +494,10 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
                 if fold:
                     c[a:b] = m_safe
                     qs[a:b, d] = -m_safe
+                if lazy:
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        np.divide(m_new + RESCALE_SLACK, q_norm[a:b], out=thr[a:b])
+                    thr_min.clear()
             lb = l[a:b]
             if alpha is not None:
                 lb *= alpha
@@ -468,7 +514,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
                 lse[idx][i0:i1] = np.where(seen, m + np.log(l), -np.inf)
 
     # Products small enough for one BLAS call on the calling thread need no hold.
-    _run_items(rows, items, pooled, bq * min(BLOCK_K, sk) * d > GEMM_MAX)
+    _run_items(rows, items, pooled, bq * min(bk, sk) * d > GEMM_MAX)
     return out, lse
 
 
