@@ -334,15 +334,26 @@ class _Band:
         return i0, i1
 
     def hidden(self, i0: int, i1: int, j0: int, j1: int):
-        """None when every (i, j) of the tile is visible, else the bool tile of hidden ones."""
+        """None when every (i, j) of the tile is visible, else ``(r0, t)``: the tile's rows
+        from ``r0`` on that hold hidden entries and the bool tile ``t`` of those rows
+        (True = hidden). A causal tile crossing the diagonal has them only in its first
+        ``j1 - j0`` rows: only those are masked."""
         lo, hi = self.lo, self.hi
         if (hi is None or j1 - 1 - i0 <= hi) and (lo is None or j0 - (i1 - 1) >= lo):
             return None
         # In tile coordinates (r, c) = (i - i0, j - j0): hidden when c - r > hi - (j0 - i0)
-        # or c - r < lo - (j0 - i0).
+        # or c - r < lo - (j0 - i0). Row r holds some when r < m - 1 - (hi - shift) (the
+        # upper side) or r > -(lo - shift) (the lower side).
         n, m, shift = i1 - i0, j1 - j0, j0 - i0
-        return _hidden_tile(n, m, None if hi is None else hi - shift,
-                            None if lo is None else lo - shift)
+        hi_t = None if hi is None else hi - shift
+        lo_t = None if lo is None else lo - shift
+        r0, r1 = n, 0
+        if hi_t is not None and m - 1 - hi_t > 0:
+            r0, r1 = 0, min(n, m - 1 - hi_t)
+        if lo_t is not None and -lo_t + 1 < n:
+            r0, r1 = min(r0, max(0, -lo_t + 1)), n
+        return r0, _hidden_tile(r1 - r0, m, None if hi_t is None else hi_t + r0,
+                                None if lo_t is None else lo_t + r0)
 
 
 _TILES: dict = {}
@@ -381,7 +392,8 @@ def _mask_tile(s, mask, i0, i1, j0, j1, hidden):
         else:
             s += mt
     if hidden is not None:
-        np.copyto(s, -np.inf, where=hidden)
+        r0, t = hidden
+        np.copyto(s[r0:r0 + t.shape[0]], -np.inf, where=t)
 
 
 def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropout=None,
@@ -508,6 +520,12 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
                 s *= _keep_scaled(dropout, sq, sk, bh, ra, rb, j0, j1, acc)
             ob += _mm(s, vj, gmax, pbuf)
         seen = l > 0
+        if seen.all():  # (no row saw only masked keys: no masked division)
+            np.divide(o, l[:, None], out=o)
+            out[idx][i0:i1] = o
+            if want_lse:
+                np.add(m, np.log(l), out=lse[idx][i0:i1])
+            return
         with np.errstate(divide="ignore"):
             np.divide(o, l[:, None], out=o, where=seen[:, None])
             o[~seen] = 0
