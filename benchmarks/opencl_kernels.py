@@ -7,8 +7,8 @@ device (platform 0 device 0, or ``PYOPENCL_CTX``; PoCL on the CPU in CI) and the
 NumPy backend's launcher of the same op on the same host data, alternating the two
 sides rep by rep so that a shared machine's load falls on both. An OpenCL time
 includes the launch and ``queue.finish()`` (the result is ready), the output
-allocation through the arrays' own allocator (as the backend's buffers have it),
-and nothing else: inputs are on the device beforehand. The matvec pairs wait
+allocation through the arrays' allocator (the backend's memory pool, as the namespace's
+arrays have it), and nothing else: inputs are on the device beforehand. The matvec pairs wait
 :data:`BLAS_SETTLE_S` and make one untimed call before each timed call on either
 side, so that OpenBLAS's worker threads, which spin for ~0.1 s after a NumPy call,
 are awake for NumPy's timed call and asleep for OpenCL's.
@@ -115,6 +115,12 @@ def run(quick=False, repeat=15):
 
     ctx = _context()
     queue = cl.CommandQueue(ctx)
+    # Device arrays come from the backend's memory pool, as the namespace's do, so results
+    # and scratch are allocated as they are for a user (a pyopencl array made without an
+    # allocator costs a driver allocation per result: 513^2 matvec on PoCL, 101 -> 65 us).
+    from tessera_array.backends.opencl import _kernels
+
+    to_device = partial(cla.to_device, queue, allocator=_kernels.allocator(queue))
     dev = ctx.devices[0]
     rng = np.random.default_rng(20261130)
     rows = []
@@ -153,7 +159,7 @@ def run(quick=False, repeat=15):
     for n in sizes:
         a = rng.standard_normal((n, n), dtype=np.float32)
         x = rng.standard_normal(n, dtype=np.float32)
-        a_d, x_d = cla.to_device(queue, a), cla.to_device(queue, x)
+        a_d, x_d = to_device(a), to_device(x)
         if not compiles:
             compiles.append(cold_warm("matvec.cl float32",
                                       partial(cmv.dense_matvec_scalar, a_d, x_d)))
@@ -164,7 +170,7 @@ def run(quick=False, repeat=15):
             record(f"matvec f32 {n}x{n} {variant}", "matvec", t_np, t_cl)
         if n == sizes[-1] and "cl_khr_fp64" in dev.extensions.split():
             a, x = a.astype(np.float64), x.astype(np.float64)  # float64 at the largest size
-            a_d, x_d = cla.to_device(queue, a), cla.to_device(queue, x)
+            a_d, x_d = to_device(a), to_device(x)
             t_np, t_cl = _pair(partial(nmv.dense_matvec, a, x),
                                partial(cmv.dense_matvec_scalar, a_d, x_d), queue, repeat,
                                BLAS_SETTLE_S)
@@ -174,7 +180,7 @@ def run(quick=False, repeat=15):
     k = 128 if quick else 512
     s = _poisson(k)
     x = rng.standard_normal(s.shape[1], dtype=np.float32)
-    dd = [cla.to_device(queue, v) for v in (s.data, s.indices, s.indptr, x)]
+    dd = [to_device(v) for v in (s.data, s.indices, s.indptr, x)]
     compiles.append(cold_warm("spmv.cl float32",
                               partial(csp.spmv_scalar, *dd[:3], s.shape, dd[3])))
     for variant in ("scalar", "warp"):
@@ -191,7 +197,7 @@ def run(quick=False, repeat=15):
     def fresh(zero=False):
         host = [np.zeros(sh, np.float32) if zero else rng.standard_normal(sh, dtype=np.float32)
                 for sh in layout]
-        return host, [cla.to_device(queue, h) for h in host]
+        return host, [to_device(h) for h in host]
 
     p_h, p_d = fresh()
     g_h, g_d = fresh()
@@ -222,7 +228,7 @@ def run(quick=False, repeat=15):
     gf_h = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
     r_h = [np.zeros((sh[0], 1), np.float32) for sh in shapes]
     c_h = [np.zeros((1, sh[1]), np.float32) for sh in shapes]
-    pf_d, gf_d, r_d, c_d = ([cla.to_device(queue, h) for h in lst]
+    pf_d, gf_d, r_d, c_d = ([to_device(h) for h in lst]
                             for lst in (pf_h, gf_h, r_h, c_h))
     none = [None] * len(shapes)
     af_kw = {"lr": 0.01, "rho": 0.01, "rate": 1 - adafactor_decay(0.999, 10), "eps1": None,
@@ -256,7 +262,7 @@ def run(quick=False, repeat=15):
     for b, n, cdt, with_r2c in fft_cases:
         tag = "c64" if cdt == np.complex64 else "c128"
         z = (rng.standard_normal((b, n)) + 1j * rng.standard_normal((b, n))).astype(cdt)
-        z_d = cla.to_device(queue, z)
+        z_d = to_device(z)
         if n == 4096 and cdt == np.complex64:
             compiles.append(cold_warm("fft.cl complex64",
                                       partial(cfft.fft_c2c, z_d, (n,), (1,), "backward", True)))
@@ -288,7 +294,7 @@ def run(quick=False, repeat=15):
         if not with_r2c:
             continue
         zr = np.ascontiguousarray(z.real)
-        zr_d = cla.to_device(queue, zr)
+        zr_d = to_device(zr)
         t_np, t_cl = _pair(partial(eng.r2c, zr, (n,), (1,), "backward", True),
                            partial(cfft.fft_r2c, zr_d, (n,), (1,), "backward", True),
                            queue, repeat)
