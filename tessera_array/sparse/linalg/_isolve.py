@@ -43,6 +43,13 @@ the other solvers update out of place (``x = x + alpha * p``).
 Synchronization: each iteration reads residual norms back to the host for the
 stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
 SciPy and CuPy do, and solves its small least-squares problem on the host.
+
+Fused steps: on a device that registers ``cg_fused`` (the OpenCL backend), cg without
+``M`` or a callback on a real system runs its iterations on the device's fused steps:
+four launches and one small read per iteration, dot products and scalars on the
+device (:mod:`tessera_array.backends.opencl.cg`). Their dot products sum in the
+device's order, so the iterates agree with the generic path's (the reference, which
+:data:`FUSED` ``= False`` selects) to rounding rather than bit for bit.
 """
 
 from __future__ import annotations
@@ -188,6 +195,53 @@ def _aypx_for(xp, v):
     return aypx
 
 
+# Use a device's fused CG steps (the registered ``cg_fused`` op: dot products and scalars
+# on the device, four launches and one read per iteration) where it has them; False runs
+# the generic path everywhere (the reference the fused steps are tested against).
+FUSED = True
+
+
+def _fused_cg_for(xp, r):
+    """The device's ``cg_fused`` factory for tessera ``r`` (real, 1-D), or None."""
+    T = _xp_tessera()
+    if not FUSED or xp is not T or r.ndim != 1:
+        return None
+    from ..._dispatch import lookup
+    from ..._errors import KernelNotFoundError
+
+    try:
+        return lookup("cg_fused", r.device, r.dtype)
+    except KernelNotFoundError:
+        return None
+
+
+def _cg_fused(xp, factory, matvec, x, r, atol, maxiter, report):
+    """cg's loop on the device's fused steps (same stopping test, info codes and report as
+    the generic loop; x and r are the solver's own arrays, updated in place)."""
+    hist = []
+    p = xp.empty_like(r)
+    steps = factory(x._data, r._data, p._data)
+    for iteration in range(maxiter):
+        rho, ok, pq = steps.read()  # sync: r . r and the last step's p . q
+        rnorm = math.sqrt(rho) if rho >= 0 else math.nan
+        if report:
+            hist.append(rnorm)
+        if not ok:
+            # The last step divided by p^T A p <= 0 (or NaN): x was not moved by it.
+            bad = math.isfinite(rnorm) and pq <= 0
+            return _finish(report, x, -30 if bad else -20, iteration - 1, hist)
+        if rnorm < atol:
+            return _finish(report, x, 0, iteration, hist)
+        if not math.isfinite(rnorm):
+            return _finish(report, x, -20, iteration, hist)
+        steps.direction(iteration == 0)
+        steps.update(matvec(p)._data)
+    _, ok, pq = steps.read()  # sync
+    if not ok:
+        return _finish(report, x, -30 if pq <= 0 else -20, maxiter - 1, hist)
+    return _finish(report, x, maxiter, maxiter, hist)
+
+
 def _fast_matvec(op):
     """The operator's product without the shape checks of the public ``matvec``."""
     if isinstance(op, (_DenseOperator, _CSROperator, _NamespaceOperator)):
@@ -330,7 +384,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     Returns ``(x, info)``; with ``report=True`` (tessera) ``(x, info, SolveReport)``.
     Info codes: see :mod:`tessera_array.sparse.linalg` (``-30``: ``p^H A p <= 0``, A
     or M not positive definite). Synchronizes once per iteration (the residual norm,
-    read with the previous step's curvature).
+    read with the previous step's curvature). Real, without M or a callback, on a device
+    with fused CG steps: those (see the module docstring).
     """
     if getattr(b, "ndim", 1) == 2 and b.shape[1] != 1:
         return _cg_batched(A, b, x0, rtol, atol, maxiter, M, callback, report)
@@ -342,10 +397,16 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
     if r is b:
         r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
+    cplx = xp.isdtype(b.dtype, "complex floating")
+    fused = None if psolve is not None or cplx or callback is not None else \
+        _fused_cg_for(xp, r)
+    if fused is not None:
+        if x is b or x is r:  # (x0 None: x is a fresh zeros array, but be sure)
+            x = xp.astype(x, x.dtype, copy=True)
+        return _cg_fused(xp, fused, matvec, x, r, atol, maxiter, report)
     vecdot = xp.vecdot
     axpy = _axpy_for(xp, r)
     aypx = _aypx_for(xp, r)
-    cplx = xp.isdtype(b.dtype, "complex floating")
     hist = []
     # x, r and p are updated in place, as SciPy does. Without a callback the step
     # x += alpha * p is applied one iteration late, once that step's p^H A p has been
