@@ -921,3 +921,32 @@ def test_cg_fused_direction_writes_every_element(device):
     np.testing.assert_allclose(_np(x), 0.5 * r_h, rtol=1e-15)  # alpha = 1/2: x = r/2
     np.testing.assert_allclose(_np(r), 0 * r_h, atol=1e-15)
     assert rho2 == pytest.approx(0.0, abs=1e-25)
+
+
+def test_cg_fused_user_operator_results(device, monkeypatch):
+    """A LinearOperator on the fused path: x0 is read, not written, and the iterates are
+    the generic path's; an operator returning a host array or the wrong shape is refused
+    with a message naming A's matvec."""
+    _need_fused(device)
+    a = poisson2d(5)
+    t = xp.asarray(a.toarray(), device=device)
+    b = xp.asarray(_rhs(25), device=device)
+    x0 = xp.asarray(np.full(25, 0.5), device=device)
+    op = tla.LinearOperator((25, 25), matvec=lambda v: t @ v, dtype=xp.float64)
+    xf, infof = tla.cg(op, b, x0=x0, maxiter=4)
+    xg, infog = _generic_cg(monkeypatch, op, b, x0=x0, maxiter=4)
+    assert infof == infog == 4
+    np.testing.assert_allclose(_np(xf), _np(xg), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(_np(x0), np.full(25, 0.5))  # x0 untouched
+    calls = []
+
+    def host_after_first(v):  # the first product (r = b - A x0) is fine, then a host array
+        calls.append(1)
+        return t @ v if len(calls) == 1 else np.ones(25)
+
+    with pytest.raises(TypeError, match="matvec must return an array"):
+        tla.cg(tla.LinearOperator((25, 25), matvec=host_after_first, dtype=xp.float64), b,
+               x0=x0, maxiter=2)
+    short = tla.LinearOperator((25, 25), matvec=lambda v: (t @ v)[:24], dtype=xp.float64)
+    with pytest.raises(ValueError, match="shape"):
+        tla.cg(short, b, maxiter=2)

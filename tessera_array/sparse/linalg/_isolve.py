@@ -215,6 +215,23 @@ def _fused_cg_for(xp, r):
         return None
 
 
+def _fused_operand(xp, q, r):
+    """``q = A p`` as the fused steps take it: a tessera array of r's shape on r's device,
+    in r's dtype (a user operator's result of another dtype is cast)."""
+    if not isinstance(q, _xp_tessera().Array):
+        raise TypeError(f"cg: A's matvec must return an array of b's namespace. Received: "
+                        f"{type(q).__name__}")
+    if q.device != r.device:
+        from ..._errors import DeviceMismatchError
+
+        raise DeviceMismatchError(f"cg: A's matvec returned an array on {q.device}, but b is "
+                                  f"on {r.device}; nothing is moved implicitly")
+    if tuple(q.shape) != tuple(r.shape):
+        raise ValueError(f"cg: A's matvec must return shape {tuple(r.shape)}. Received: "
+                         f"shape {tuple(q.shape)}")
+    return q if q.dtype == r.dtype else xp.astype(q, r.dtype)
+
+
 def _cg_fused(xp, factory, matvec, x, r, atol, maxiter, report):
     """cg's loop on the device's fused steps (same stopping test, info codes and report as
     the generic loop; x and r are the solver's own arrays, updated in place)."""
@@ -235,7 +252,7 @@ def _cg_fused(xp, factory, matvec, x, r, atol, maxiter, report):
         if not math.isfinite(rnorm):
             return _finish(report, x, -20, iteration, hist)
         steps.direction(iteration == 0)
-        steps.update(matvec(p)._data)
+        steps.update(_fused_operand(xp, matvec(p), r)._data)
     _, ok, pq = steps.read()  # sync
     if not ok:
         return _finish(report, x, -30 if pq <= 0 else -20, maxiter - 1, hist)
@@ -403,6 +420,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if fused is not None:
         if x is b or x is r:  # (x0 None: x is a fresh zeros array, but be sure)
             x = xp.astype(x, x.dtype, copy=True)
+        if r.dtype != b.dtype:  # (a user operator's result of another dtype)
+            r = xp.astype(r, b.dtype)
         return _cg_fused(xp, fused, matvec, x, r, atol, maxiter, report)
     vecdot = xp.vecdot
     axpy = _axpy_for(xp, r)
