@@ -2,6 +2,9 @@
 
 ``python -m benchmarks.krylov_vs_cupy [--repeat N] [--iters M] [--json PATH]``
 
+Cases: 2-D Poisson 256² and 1024² (CSR), the latter also with a Jacobi preconditioner
+(``M = D^-1`` as a CSR diagonal on both sides), and a dense SPD matrix of 2049.
+
 Needs CuPy and a tessera ``opencl:N`` device on the same GPU (NVIDIA's OpenCL driver;
 ``--device`` picks it, default ``opencl:0``). Each row solves one system with
 ``tessera_array.sparse.linalg.cg`` on that device two ways, the fused device steps
@@ -40,13 +43,13 @@ def _spd(n, seed=1):
     return q @ q.T / n + np.eye(n)
 
 
-def _cupy_cg(A, b, iters):
+def _cupy_cg(A, b, iters, M=None):
     import cupyx.scipy.sparse.linalg as csla
 
     try:
-        return csla.cg(A, b, rtol=0.0, atol=0.0, maxiter=iters)[0]
+        return csla.cg(A, b, rtol=0.0, atol=0.0, maxiter=iters, M=M)[0]
     except TypeError:  # an older CuPy: tol instead of rtol
-        return csla.cg(A, b, tol=0.0, atol=0.0, maxiter=iters)[0]
+        return csla.cg(A, b, tol=0.0, atol=0.0, maxiter=iters, M=M)[0]
 
 
 def run(device="opencl:0", repeat=5, iters=50, quick=False):
@@ -57,32 +60,39 @@ def run(device="opencl:0", repeat=5, iters=50, quick=False):
     from tessera_array.sparse import csr_array
     from tessera_array.sparse.linalg import _isolve, cg
 
-    cases = [("poisson", 256), ("poisson", 1024), ("dense spd", 2049)]
+    cases = [("poisson", 256), ("poisson", 1024), ("poisson+jacobi", 1024), ("dense spd", 2049)]
     if quick:
-        cases = [("poisson", 128), ("dense spd", 513)]
+        cases = [("poisson", 128), ("poisson+jacobi", 128), ("dense spd", 513)]
     rows = []
     for kind, size in cases:
-        host = _poisson(size) if kind == "poisson" else _spd(size)
+        host = _poisson(size) if kind.startswith("poisson") else _spd(size)
+        jacobi = kind.endswith("jacobi")
         n = host.shape[0]
         b_h = np.random.default_rng(3).standard_normal(n)
         for dtype in (np.float32, np.float64):
             hm = host.astype(dtype)
-            if kind == "poisson":
+            if kind.startswith("poisson"):
                 A_t, A_c = csr_array(hm, device=device), csp.csr_matrix(hm)
             else:
                 A_t, A_c = xp.asarray(hm, device=device), cp.asarray(hm)
+            M_t = M_c = None
+            if jacobi:  # M = D^-1 as a CSR diagonal on both sides
+                import scipy.sparse as sp
+
+                dinv = sp.diags_array(1.0 / hm.diagonal()).tocsr().astype(dtype)
+                M_t, M_c = csr_array(dinv, device=device), csp.csr_matrix(dinv)
             b_t, b_c = xp.asarray(b_h.astype(dtype), device=device), cp.asarray(b_h.astype(dtype))
 
             def tessera(fused):
                 _isolve.FUSED = fused
                 try:
-                    x, _ = cg(A_t, b_t, rtol=0.0, atol=0.0, maxiter=iters)
+                    x, _ = cg(A_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=M_t)
                     return np.asarray(x.to_device("cpu"))
                 finally:
                     _isolve.FUSED = True
 
             def cupy():
-                x = _cupy_cg(A_c, b_c, iters)
+                x = _cupy_cg(A_c, b_c, iters, M_c)
                 return cp.asnumpy(x)
 
             calls = {"fused": lambda: tessera(True), "generic": lambda: tessera(False),
@@ -97,7 +107,7 @@ def run(device="opencl:0", repeat=5, iters=50, quick=False):
             med = {k: statistics.median(v) for k, v in times.items()}
             scale = np.abs(out["cupy"]).max()
             diff = {k: float(np.abs(out[k] - out["cupy"]).max() / scale) for k in ("fused", "generic")}
-            row = {"case": f"cg {kind} {size}{'^2' if kind == 'poisson' else ''} "
+            row = {"case": f"cg {kind} {size}{'^2' if kind.startswith('poisson') else ''} "
                            f"{np.dtype(dtype).name}", "n": n, "iters": iters,
                    **{f"{k}_ms_per_iter": v * 1e3 for k, v in med.items()},
                    "speed_fused": med["cupy"] / med["fused"],

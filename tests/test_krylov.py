@@ -828,8 +828,8 @@ def test_cg_fused_matches_generic(device, monkeypatch, dtype, form, problem):
 
 
 def test_cg_fused_is_the_path_taken(device, monkeypatch):
-    """Without a callback or M, a real cg on such a device runs no generic update: the
-    generic helpers may not even be built."""
+    """Without a callback, a real cg on such a device runs no generic update (with M or
+    without): the generic helpers may not even be built."""
     _need_fused(device)
 
     def refuse(*_a, **_k):
@@ -842,7 +842,11 @@ def test_cg_fused_is_the_path_taken(device, monkeypatch):
     x, info = tla.cg(csr_array(a, device=device), xp.asarray(b, device=device))
     assert info == 0
     assert np.linalg.norm(b - a @ _np(x)) <= 1e-5 * np.linalg.norm(b)
-    # A callback (or M, or complex) keeps the generic path, which now refuses.
+    jacobi = csr_array(sp.diags_array(1.0 / a.diagonal()).tocsr(), device=device)
+    x, info = tla.cg(csr_array(a, device=device), xp.asarray(b, device=device), M=jacobi)
+    assert info == 0
+    assert np.linalg.norm(b - a @ _np(x)) <= 1e-5 * np.linalg.norm(b)
+    # A callback (or complex) keeps the generic path, which now refuses.
     with pytest.raises(AssertionError, match="generic CG path"):
         tla.cg(csr_array(a, device=device), xp.asarray(b, device=device), callback=print)
 
@@ -950,3 +954,54 @@ def test_cg_fused_user_operator_results(device, monkeypatch):
     short = tla.LinearOperator((25, 25), matvec=lambda v: (t @ v)[:24], dtype=xp.float64)
     with pytest.raises(ValueError, match="shape"):
         tla.cg(short, b, maxiter=2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("mform", ["csr", "dense", "callable"])
+def test_cg_fused_preconditioned_matches_generic(device, monkeypatch, dtype, mform):
+    """With M (Jacobi here; rho = r . z for z = M r, one more dot launch) the fused steps
+    against the generic path: iterates after 1, 3 and 10 iterations, info and counts."""
+    _need_fused(device, dtype)
+    a = PROBLEMS["spd"]().astype(dtype)
+    n = a.shape[0]
+    d = (1.0 / np.diag(_dense(a))).astype(dtype)
+    if mform == "csr":
+        M = csr_array(sp.diags_array(d).tocsr(), device=device)
+    elif mform == "dense":
+        M = xp.asarray(np.diag(d), device=device)
+    else:
+        dt = xp.asarray(d, device=device)
+        M = lambda v: dt * v  # noqa: E731
+    A = _as_form("csr", a, device)
+    bt = xp.asarray(_rhs(n).astype(dtype), device=device)
+    tol = 1e-10 if dtype == np.float64 else 1e-5
+    for maxiter in (1, 3, 10):
+        xf, infof, rf = tla.cg(A, bt, M=M, maxiter=maxiter, report=True)
+        xg, infog, rg = _generic_cg(monkeypatch, A, bt, M=M, maxiter=maxiter, report=True)
+        assert infof == infog == maxiter
+        np.testing.assert_allclose(_np(xf), _np(xg), rtol=0, atol=tol * np.abs(_np(xg)).max())
+        np.testing.assert_allclose(rf.residual_norms, rg.residual_norms, rtol=tol * 10)
+    xf, infof, rf = tla.cg(A, bt, M=M, report=True)
+    xg, infog, rg = _generic_cg(monkeypatch, A, bt, M=M, report=True)
+    assert infof == infog == 0 and abs(rf.iterations - rg.iterations) <= 1
+    if dtype == np.float64:
+        xs, ins = sla.cg(sp.csr_array(a), _rhs(n), M=sp.diags_array(d))
+        assert ins == 0
+        np.testing.assert_allclose(_np(xf), xs, rtol=1e-6, atol=1e-6 * np.abs(xs).max())
+
+
+def test_cg_fused_steps_preconditioned_contract(device):
+    """rho_from only for preconditioned steps; direction takes z exactly then."""
+    _need_fused(device)
+    factory = _dispatch.lookup("cg_fused", device, xp.float64)
+    v = [xp.asarray(np.ones(8), device=device)._data for _ in range(4)]
+    plain = factory(v[0], v[1], v[2])
+    with pytest.raises(ValueError, match="rho_from is for preconditioned"):
+        plain.rho_from(v[3])
+    with pytest.raises(ValueError, match="exactly when the steps are preconditioned"):
+        plain.direction(True, v[3])
+    pre = factory(v[0], v[1], v[2], True)
+    with pytest.raises(ValueError, match="exactly when the steps are preconditioned"):
+        pre.direction(True)
+    with pytest.raises(ValueError, match="z = M r must be"):
+        pre.rho_from(xp.asarray(np.ones(7), device=device)._data)

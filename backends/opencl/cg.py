@@ -57,10 +57,16 @@ def _kernels(context, dtype):
     return hit
 
 
+# Regions of the state buffer (offsets in elements): the partial sums of rho for this and
+# the previous iteration (swapped each iteration), of p . q, of r . r when rho is r . z
+# (preconditioned), then the flag of p . q and p . q itself.
+_RHO_A, _RHO_B, _PQ, _RR, _FLAG = 0, PMAX, 2 * PMAX, 3 * PMAX, 4 * PMAX
+
+
 class FusedCG:
     """The device state of one CG solve: see the module docstring."""
 
-    def __init__(self, x, r, p):
+    def __init__(self, x, r, p, preconditioned=False):
         cla = _array_type()
         for name, a in (("x", x), ("r", r), ("p", p)):
             _programs.check_array("cg_fused", name, a, cla.Array)
@@ -80,6 +86,7 @@ class FusedCG:
         self.queue = _programs.queue_of("cg_fused", r)
         self.x, self.r, self.p = x, r, p
         self.dtype = r.dtype
+        self.preconditioned = bool(preconditioned)
         (self._dot, self._dir, self._upd), wg, cpu, units = _kernels(r.context, r.dtype)
         n = r.shape[0]
         if cpu:  # contiguous chunks, a multiple of 16 elements, about 8 per compute unit
@@ -94,14 +101,14 @@ class FusedCG:
         self._head = (np.int64(n), np.int64(chunk))
         self._gs, self._ls = (gsize,), (wg,)
         self._np = np.int32(self.np)
-        # [r.r now | r.r before | p.q | flag, p.q]; the flag starts at 1 (no step yet)
-        init = np.zeros(3 * PMAX + 2, dtype=self.dtype)
-        init[3 * PMAX] = 1
+        init = np.zeros(_FLAG + 2, dtype=self.dtype)
+        init[_FLAG] = 1  # (no step yet)
         self.st = cla.to_device(self.queue, init, allocator=r.allocator)
-        self.cur, self.prev = 0, PMAX
+        self.cur, self.prev = _RHO_A, _RHO_B
+        # r . r of the start: where read() finds it
+        self._rr = _RR if self.preconditioned else self.cur
         self._wait(r)
-        self.st.add_event(self._dot(self.queue, self._gs, self._ls, *self._head, r.base_data,
-                                    r.base_data, self.st.base_data, np.int64(self.cur)))
+        self._launch_dot(r, r, self._rr)
 
     def _wait(self, *arrays):
         """Wait for the pending events of buffers last written on another queue."""
@@ -111,44 +118,67 @@ class FusedCG:
 
                 cl.wait_for_events(a.events)
 
+    def _launch_dot(self, a, b, at):
+        self.st.add_event(self._dot(self.queue, self._gs, self._ls, *self._head, a.base_data,
+                                    b.base_data, self.st.base_data, np.int64(at)))
+
+    def _vector(self, v, what):
+        """``v`` as the kernels take it (contiguous, r's dtype and shape, this queue)."""
+        if v.dtype != self.dtype or v.shape != self.r.shape:
+            raise ValueError(f"cg_fused: {what} must be a {self.dtype} vector of shape "
+                             f"{self.r.shape}. Received: dtype={v.dtype}, shape={v.shape}")
+        self._wait(v)
+        if v.offset or not v.flags.c_contiguous:  # (a user operator's view)
+            v = v.copy(queue=self.queue)
+        return v
+
     def read(self) -> tuple:
-        """``(rho, ok, pq)``: ``r . r`` now (the device's sum of its partial sums), and
+        """``(rr, ok, pq)``: ``r . r`` now (the device's sum of its partial sums), and
         whether the last update's ``p . q`` was > 0, with that value. Synchronizes."""
         host = self.st.get(self.queue)
-        part = host[self.cur:self.cur + self.np]
-        rho = np.add.accumulate(part)[-1]  # in order, in the dtype: the device's value
-        return float(rho), bool(host[3 * PMAX] == 1), float(host[3 * PMAX + 1])
+        part = host[self._rr:self._rr + self.np]
+        rr = np.add.accumulate(part)[-1]  # in order, in the dtype: the device's value
+        return float(rr), bool(host[_FLAG] == 1), float(host[_FLAG + 1])
 
-    def direction(self, first: bool) -> None:
-        """``p = r`` (first) or ``p = beta p + r`` with ``beta = rho / rho_prev``."""
+    def rho_from(self, z) -> None:
+        """Preconditioned: ``rho = r . z`` for ``z = M r`` (the previous rho is kept)."""
+        if not self.preconditioned:
+            raise ValueError("cg_fused: rho_from is for preconditioned steps "
+                             "(preconditioned=True); without M rho is r . r")
+        self._launch_dot(self.r, self._vector(z, "z = M r"), self.prev)
+        self.cur, self.prev = self.prev, self.cur
+
+    def direction(self, first: bool, z=None) -> None:
+        """``p = s`` (first) or ``p = beta p + s`` with ``beta = rho / rho_prev``, where
+        ``s`` is ``z`` (preconditioned; the one given to :meth:`rho_from`) or ``r``."""
+        src = self.r if z is None else self._vector(z, "z = M r")
+        if self.preconditioned != (z is not None):
+            raise ValueError("cg_fused: direction takes z = M r exactly when the steps are "
+                             f"preconditioned (preconditioned={self.preconditioned})")
         evt = self._dir(self.queue, self._gs, self._ls, *self._head, np.int32(1 if first else 0),
-                        self.r.base_data, self.p.base_data, self.st.base_data, self._np,
+                        src.base_data, self.p.base_data, self.st.base_data, self._np,
                         np.int64(self.cur), np.int64(self.prev))
         self.p.add_event(evt)
 
     def update(self, q) -> None:
         """Given ``q = A p``: ``p . q``, then ``x``, ``r`` and the new ``r . r``."""
-        if q.dtype != self.dtype or q.shape != self.r.shape:
-            raise ValueError(f"cg_fused: q = A p must be a {self.dtype} vector of shape "
-                             f"{self.r.shape}. Received: q.dtype={q.dtype}, q.shape={q.shape}")
-        self._wait(q)
-        if q.offset or not q.flags.c_contiguous:  # (a user operator's view)
-            q = q.copy(queue=self.queue)
-            q.finish()
-        self._dot(self.queue, self._gs, self._ls, *self._head, self.p.base_data, q.base_data,
-                  self.st.base_data, np.int64(2 * PMAX))
+        q = self._vector(q, "q = A p")
+        self._launch_dot(self.p, q, _PQ)
+        nxt = _RR if self.preconditioned else self.prev
         evt = self._upd(self.queue, self._gs, self._ls, *self._head, self.p.base_data,
                         q.base_data, self.x.base_data, self.r.base_data, self.st.base_data,
-                        self._np, np.int64(2 * PMAX), np.int64(self.cur), np.int64(self.prev),
-                        np.int64(3 * PMAX))
+                        self._np, np.int64(_PQ), np.int64(self.cur), np.int64(nxt),
+                        np.int64(_FLAG))
         for a in (self.x, self.r, self.st):
             a.add_event(evt)
-        self.cur, self.prev = self.prev, self.cur
+        if not self.preconditioned:  # the new r . r is the next rho
+            self.cur, self.prev = self.prev, self.cur
+            self._rr = self.cur
 
 
-def cg_fused(x, r, p) -> FusedCG:
+def cg_fused(x, r, p, preconditioned=False) -> FusedCG:
     """The fused CG steps over ``x``, ``r`` and ``p`` (see :class:`FusedCG`)."""
-    return FusedCG(x, r, p)
+    return FusedCG(x, r, p, preconditioned)
 
 
 def register(registry, backend_name: str) -> None:

@@ -1,8 +1,10 @@
 // cg.cl: the fused steps of the conjugate gradient method (tessera_array.sparse.linalg.cg
 //            on an OpenCL device; launchers in backends/opencl/cg.py).
 //
-// One CG iteration is four launches and one small read, with every scalar on the device:
-//   tessera_cg_direction  p = r (first) or p = beta p + r, beta = rho / rho_prev
+// One CG iteration is four launches and one small read, with every scalar on the device
+// (with a preconditioner M, one more dot launch after the host's z = M r):
+//   tessera_cg_direction  p = s (first) or p = beta p + s, beta = rho / rho_prev, where s is
+//                         r (rho = r . r) or z = M r (rho = r . z)
 //   (the operator's own matvec or spmv kernel: q = A p)
 //   tessera_cg_dot        partial sums of p . q
 //   tessera_cg_update     alpha = rho / (p . q); x += alpha p (only when p . q > 0);
@@ -15,9 +17,10 @@
 // value, and the host's sum of the same partial sums (numpy.add.accumulate, in T) is the
 // device's bit for bit.
 //
-// State buffer st (T): [0, PMAX) and [PMAX, 2 PMAX) the partial sums of r . r for this and
+// State buffer st (T): [0, PMAX) and [PMAX, 2 PMAX) the partial sums of rho for this and
 // the previous iteration (swapped by the host each iteration), [2 PMAX, 3 PMAX) those of
-// p . q, then the flag (1: p . q > 0) and p . q itself. PMAX is the host's.
+// p . q, [3 PMAX, 4 PMAX) those of r . r when rho is r . z, then the flag (1: p . q > 0)
+// and p . q itself. PMAX is the host's; the kernels take offsets into st.
 //
 // Numerics: the recurrence and the rounding of each update are SciPy's cg (each product
 // rounded, then the sum; no FMA); only the dot products sum in another order (per

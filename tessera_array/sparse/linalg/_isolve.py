@@ -45,9 +45,9 @@ stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
 SciPy and CuPy do, and solves its small least-squares problem on the host.
 
 Fused steps: on a device that registers ``cg_fused`` (the OpenCL backend), cg without
-``M`` or a callback on a real system runs its iterations on the device's fused steps:
-four launches and one small read per iteration, dot products and scalars on the
-device (:mod:`tessera_array.backends.opencl.cg`). Their dot products sum in the
+a callback on a real system runs its iterations on the device's fused steps: four
+launches (five with ``M``) and one small read per iteration, dot products and scalars on
+the device (:mod:`tessera_array.backends.opencl.cg`). Their dot products sum in the
 device's order, so the iterates agree with the generic path's (the reference, which
 :data:`FUSED` ``= False`` selects) to rounding rather than bit for bit.
 """
@@ -215,29 +215,30 @@ def _fused_cg_for(xp, r):
         return None
 
 
-def _fused_operand(xp, q, r):
-    """``q = A p`` as the fused steps take it: a tessera array of r's shape on r's device,
-    in r's dtype (a user operator's result of another dtype is cast)."""
+def _fused_operand(xp, q, r, name="A"):
+    """A product of operator ``name`` (A or M) as the fused steps take it: a tessera array
+    of r's shape on r's device, in r's dtype (another dtype is cast)."""
     if not isinstance(q, _xp_tessera().Array):
-        raise TypeError(f"cg: A's matvec must return an array of b's namespace. Received: "
-                        f"{type(q).__name__}")
+        raise TypeError(f"cg: {name}'s matvec must return an array of b's namespace. "
+                        f"Received: {type(q).__name__}")
     if q.device != r.device:
         from ..._errors import DeviceMismatchError
 
-        raise DeviceMismatchError(f"cg: A's matvec returned an array on {q.device}, but b is "
-                                  f"on {r.device}; nothing is moved implicitly")
+        raise DeviceMismatchError(f"cg: {name}'s matvec returned an array on {q.device}, but "
+                                  f"b is on {r.device}; nothing is moved implicitly")
     if tuple(q.shape) != tuple(r.shape):
-        raise ValueError(f"cg: A's matvec must return shape {tuple(r.shape)}. Received: "
+        raise ValueError(f"cg: {name}'s matvec must return shape {tuple(r.shape)}. Received: "
                          f"shape {tuple(q.shape)}")
     return q if q.dtype == r.dtype else xp.astype(q, r.dtype)
 
 
-def _cg_fused(xp, factory, matvec, x, r, atol, maxiter, report):
+def _cg_fused(xp, factory, matvec, psolve, x, r, atol, maxiter, report):
     """cg's loop on the device's fused steps (same stopping test, info codes and report as
-    the generic loop; x and r are the solver's own arrays, updated in place)."""
+    the generic loop; x and r are the solver's own arrays, updated in place). With a
+    preconditioner, rho = r . z for z = M r (one more dot launch per iteration)."""
     hist = []
     p = xp.empty_like(r)
-    steps = factory(x._data, r._data, p._data)
+    steps = factory(x._data, r._data, p._data, psolve is not None)
     for iteration in range(maxiter):
         rho, ok, pq = steps.read()  # sync: r . r and the last step's p . q
         rnorm = math.sqrt(rho) if rho >= 0 else math.nan
@@ -251,7 +252,12 @@ def _cg_fused(xp, factory, matvec, x, r, atol, maxiter, report):
             return _finish(report, x, 0, iteration, hist)
         if not math.isfinite(rnorm):
             return _finish(report, x, -20, iteration, hist)
-        steps.direction(iteration == 0)
+        if psolve is None:
+            steps.direction(iteration == 0)
+        else:
+            z = _fused_operand(xp, psolve(r), r, "M")._data
+            steps.rho_from(z)
+            steps.direction(iteration == 0, z)
         steps.update(_fused_operand(xp, matvec(p), r)._data)
     _, ok, pq = steps.read()  # sync
     if not ok:
@@ -401,8 +407,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     Returns ``(x, info)``; with ``report=True`` (tessera) ``(x, info, SolveReport)``.
     Info codes: see :mod:`tessera_array.sparse.linalg` (``-30``: ``p^H A p <= 0``, A
     or M not positive definite). Synchronizes once per iteration (the residual norm,
-    read with the previous step's curvature). Real, without M or a callback, on a device
-    with fused CG steps: those (see the module docstring).
+    read with the previous step's curvature). Real, without a callback, on a device with
+    fused CG steps: those (see the module docstring).
     """
     if getattr(b, "ndim", 1) == 2 and b.shape[1] != 1:
         return _cg_batched(A, b, x0, rtol, atol, maxiter, M, callback, report)
@@ -415,14 +421,13 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if r is b:
         r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
     cplx = xp.isdtype(b.dtype, "complex floating")
-    fused = None if psolve is not None or cplx or callback is not None else \
-        _fused_cg_for(xp, r)
+    fused = None if cplx or callback is not None else _fused_cg_for(xp, r)
     if fused is not None:
         if x is b or x is r:  # (x0 None: x is a fresh zeros array, but be sure)
             x = xp.astype(x, x.dtype, copy=True)
         if r.dtype != b.dtype:  # (a user operator's result of another dtype)
             r = xp.astype(r, b.dtype)
-        return _cg_fused(xp, fused, matvec, x, r, atol, maxiter, report)
+        return _cg_fused(xp, fused, matvec, psolve, x, r, atol, maxiter, report)
     vecdot = xp.vecdot
     axpy = _axpy_for(xp, r)
     aypx = _aypx_for(xp, r)
