@@ -1,17 +1,21 @@
 """The fused conjugate-gradient steps of the OpenCL backend (``kernels/opencl/cg.cl``).
 
-``cg_fused(x, r, p)`` (the registered op ``cg_fused`` of the ``matvec`` family) returns
-a :class:`FusedCG` over three 1-D contiguous ``pyopencl.array.Array`` of one real
-floating dtype, length and context: the iterate ``x`` and residual ``r`` (both updated
-in place) and the direction ``p`` (written before it is read). The solver
-(:func:`tessera_array.sparse.linalg.cg`, unpreconditioned, real, without a callback)
-then runs each iteration as::
+``cg_fused(x, r, p, preconditioned=False)`` (the registered op ``cg_fused`` of the
+``matvec`` family) returns a :class:`FusedCG` over three 1-D contiguous
+``pyopencl.array.Array`` of one real floating dtype, length and context: the iterate
+``x`` and residual ``r`` (both updated in place) and the direction ``p`` (written before
+it is read). The solver (:func:`tessera_array.sparse.linalg.cg`, real, without a
+callback) then runs each iteration as::
 
-    rho, ok, pq = steps.read()   # the one sync: r . r now, and the last step's p . q
-    steps.direction(first)       # p = r, or p = (rho / rho_prev) p + r
+    rr, ok, pq = steps.read()    # the one sync: r . r now, and the last step's p . q
+    steps.direction(first)       # p = r, or p = (rho / rho_prev) p + r, rho = r . r
     q = A @ p                    # the operator's registered matvec / spmv
     steps.update(q)              # alpha = rho / (p . q); x += alpha p if p . q > 0;
                                  # r -= alpha q; the partial sums of the new r . r
+
+and with a preconditioner (``preconditioned=True``), between the read and the
+direction, ``z = M r`` (the caller's product), ``steps.rho_from(z)`` (rho = r . z, one
+more dot launch) and ``steps.direction(first, z)`` (p = z or beta p + z).
 
 Why fused: the generic path makes each dot product on the host's BLAS (so that its
 iterates equal SciPy's bit for bit, see ``_ops_linalg``), which copies two vectors to
