@@ -449,6 +449,12 @@ def test_cli_rejects_record_with_ratchet(capsys):
 
 
 def test_real_suites_declare_resolvable_sources():
+    """Every real suite's source patterns match files of the repository checkout (the
+    fingerprints hash them). Outside a checkout (the tests copied beside an installed
+    package) there are no sources to match."""
+    if not (_cli.REPO_ROOT / "tessera_array" / "__init__.py").is_file():
+        pytest.skip(f"no repository checkout at {_cli.REPO_ROOT}: the benchmarks' source "
+                    "fingerprints need one (tessera_array is installed without its tree)")
     import tessera_array as xp
     from benchmarks._suites import SuiteContext
     from tessera_array._devices import default_device
