@@ -422,9 +422,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
     cplx = xp.isdtype(b.dtype, "complex floating")
     fused = None if cplx or callback is not None else _fused_cg_for(xp, r)
-    if fused is not None:
-        if x is b or x is r:  # (x0 None: x is a fresh zeros array, but be sure)
-            x = xp.astype(x, x.dtype, copy=True)
+    if fused is not None:  # (x is _make_system's own array: updated in place)
         if r.dtype != b.dtype:  # (a user operator's result of another dtype)
             r = xp.astype(r, b.dtype)
         return _cg_fused(xp, fused, matvec, psolve, x, r, atol, maxiter, report)
