@@ -33,12 +33,6 @@
 
 #include "tessera_types.h"
 
-#if defined(TESSERA_REASSOC)
-#define REASSOC _Pragma("clang fp reassociate(on)")
-#else
-#define REASSOC
-#endif
-
 #if WG > 1
 #define MINE(i) for (long i = get_global_id(0); i < n; i += get_global_size(0))
 #else

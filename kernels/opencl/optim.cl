@@ -37,14 +37,9 @@
 // vectorizes; PoCL's isnan did not).
 #define NMAX(a, b) ((a) != (a) ? (a) : ((b) != (b) ? (b) : ((a) < (b) ? (b) : (a))))
 
-// Sums of squares may be reassociated (the compiler vectorizes them with several
-// partial sums): their order is not NumPy's in any case (see Accumulates above).
-// TESSERA_REASSOC is set by the host where a probe build accepted the pragma.
-#if defined(TESSERA_REASSOC)
-#define REASSOC _Pragma("clang fp reassociate(on)")
-#else
-#define REASSOC
-#endif
+// Sums of squares may be reassociated (REASSOC, tessera_types.h: the compiler vectorizes
+// them with several partial sums): their order is not NumPy's in any case (see
+// Accumulates above).
 
 // The element loop of a work-item (see Launch above).
 // ELEMENTS walks a contiguous run (unit stride known to the compiler, so the loop

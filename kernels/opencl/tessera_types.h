@@ -16,6 +16,16 @@
 // No silent fused multiply-adds: each product and sum is rounded, as NumPy rounds it.
 #pragma OPENCL FP_CONTRACT OFF
 
+// REASSOC, before a block: its floating-point sums may be reassociated (so a sum loop
+// vectorizes with several partial sums), for kernels whose summation order is theirs
+// anyway. TESSERA_REASSOC is set by the host (_programs.probe_options) where a probe
+// build accepted clang's pragma; elsewhere REASSOC is empty.
+#if defined(TESSERA_REASSOC)
+#define REASSOC _Pragma("clang fp reassociate(on)")
+#else
+#define REASSOC
+#endif
+
 // MUL rounds each product and sum; MUL_NP rounds a complex product as NumPy's SIMD
 // loops do on x86-64 with FMA (re = fma(ar, br, -(ai bi)), im = fma(ar, bi, ai br)), the
 // rounding of the namespace's multiply, for kernels that must equal `alpha * x` exactly.
