@@ -1005,3 +1005,27 @@ def test_cg_fused_steps_preconditioned_contract(device):
         pre.direction(True)
     with pytest.raises(ValueError, match="z = M r must be"):
         pre.rho_from(xp.asarray(np.ones(7), device=device)._data)
+
+
+# (bicg is left out: its A^H x builds the CSR transpose with repeat(array repeats), which
+# has no OpenCL kernel yet.)
+@pytest.mark.parametrize("solver", ["gmres", "bicgstab", "cgs", "minres"])
+def test_generic_path_runs_where_host_fallbacks_are_refused(device, solver):
+    """The generic path's products take the host BLAS's order where the device lists them
+    as host fallbacks; refused (TESSERA_HOST_FALLBACK=error), they run on the device's
+    own kernels and the solvers still converge as SciPy's."""
+    if device.backend.name != "opencl":
+        pytest.skip(f"{device} has no host fallbacks to refuse")
+    from tessera_array.backends.opencl import _fallback, set_host_fallback
+
+    a = poisson2d(6) if solver == "minres" else convection_diffusion(6)
+    b = _rhs(a.shape[0])
+    xs, ins, ns = _run_scipy(solver, sp.csr_array(a), b, rtol=1e-8)
+    set_host_fallback("error")
+    try:
+        xt, it, nt = _run(solver, _as_form("csr", a, device), xp.asarray(b, device=device),
+                          rtol=1e-8)
+    finally:
+        set_host_fallback(_fallback._initial_mode())
+    assert it == ins == 0 and abs(nt - ns) <= 1, (nt, ns)
+    np.testing.assert_allclose(_np(xt), xs, rtol=1e-6, atol=1e-6 * np.abs(xs).max())

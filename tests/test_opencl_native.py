@@ -105,10 +105,6 @@ def _listed(name):
 # Made native for their floating dtypes; what stays on the host is listed from the start.
 PARTLY_NATIVE = {
     "reciprocal": ["reciprocal[bool, integer]"],
-    "matmul": ["matmul[1-D or (1, K) @ (K, 1) operands, float32, float64, complex64, complex128: "
-               "host BLAS order for the Krylov solvers]"],
-    "vecdot": ["vecdot[float32, float64, complex64, complex128: host BLAS order for the Krylov "
-               "solvers]"],
 }
 
 
@@ -143,7 +139,11 @@ def test_native_functions_run_with_fallbacks_refused(refuse_fallbacks):
     z = dev(c)
     i = dev(np.array([2, 0, 3]))
     host(xp.matmul(x, xp.matrix_transpose(x)))
-    host(xp.vecdot(dev(a.astype(np.int64)), dev(a.astype(np.int64))))  # floats: host order
+    host(xp.vecdot(dev(a.astype(np.int64)), dev(a.astype(np.int64))))
+    host(xp.vecdot(x, x))
+    host(x[0] @ x[1])
+    host(x @ x[0])
+    host(x[:, 0] @ x)
     host(xp.take(x, i, axis=0))
     host(xp.take_along_axis(x, dev(np.zeros((4, 2), np.int64)), axis=1))
     host(x[i])
@@ -168,8 +168,6 @@ def test_native_functions_run_with_fallbacks_refused(refuse_fallbacks):
     with pytest.raises(xp.HostFallbackError, match=r"^matrix_norm\['nuc', 2, -2: SVD\]: "
                                                    r"no native OpenCL kernel"):
         xp.linalg.matrix_norm(x, ord="nuc")
-    with pytest.raises(xp.HostFallbackError, match=r"^vecdot\[float32, .*host BLAS order"):
-        xp.vecdot(x, x)
 
 
 def test_native_functions_run_with_the_env_setting():
@@ -244,25 +242,113 @@ def test_gemm_kernels_agree_bit_for_bit(dtype):
     np.testing.assert_allclose(got, a @ b, rtol=0, atol=RTOL[dtype] * 300 * 4)
 
 
-@pytest.mark.skipif(not HAS_FP64, reason="float64: the device lacks cl_khr_fp64")
-def test_vector_matrix_and_dot_products_equal_blas_bit_for_bit():
-    """float64 ``y @ V`` and a (1, K) @ (K, 1) product equal NumPy's bit for bit (they run
-    in the host's BLAS order): the Krylov solvers' updates depend on it."""
+VECTOR_LENGTHS = list(range(40)) + [63, 64, 65, 255, 256, 257, 1000, 4097, 70001]
+
+
+@pytest.mark.parametrize("dtype", INEXACT)
+def test_vector_products_run_on_the_device_and_equal_numpy(dtype):
+    """vecdot and matmul of two vectors (the dot kernel), matrix @ vector and vector @
+    matrix (the matvec kernel) across the kernels' chunk and work-group sizes: NumPy's
+    values to rounding, every result written (outputs start poisoned)."""
     rng = np.random.default_rng(SEED + 2)
-    for k in range(1, 25):
-        for n in (1, 2, 3, 4, 5, 7, 8, 30, 37):
-            y, v = rng.standard_normal(k), rng.standard_normal((k, n))
-            _same_bits(host(dev(y) @ dev(v)), y @ v)
-        col = np.ascontiguousarray(v[:, :1])
-        _same_bits(host(dev(y[None, :]) @ dev(col)), y[None, :] @ col)
+    tol = RTOL[dtype]
+    for n in VECTOR_LENGTHS:
+        x, y = _cplx(rng, n, dtype), _cplx(rng, n, dtype)
+        scale = tol * max(1, n) * (np.abs(x).max(initial=1) * np.abs(y).max(initial=1))
+        for got, want in ((xp.vecdot(dev(x), dev(y)), np.vdot(x, y)),
+                          (dev(x) @ dev(y), x @ y)):
+            got = host(got)
+            assert got.shape == () and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=0, atol=scale)
+    for m, k in ((1, 1), (7, 1), (1, 9), (33, 17), (300, 257), (0, 5), (5, 0)):
+        a, v, w = _cplx(rng, (m, k), dtype), _cplx(rng, k, dtype), _cplx(rng, m, dtype)
+        scale = tol * max(1, k, m) * max(1.0, np.abs(a).max(initial=1)) * 4
+        for got, want in ((dev(a) @ dev(v), a @ v), (dev(w) @ dev(a), w @ a)):
+            got = host(got)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=0, atol=scale)
 
 
-@pytest.mark.parametrize("dtype", [d for d in INEXACT if d != "float32"])
-def test_vecdot_equals_blas_bit_for_bit(dtype):
+@pytest.mark.parametrize("dtype", INEXACT)
+def test_vector_products_of_views(dtype):
+    """Reversed, strided and offset vectors, transposed and strided matrices, stacks with a
+    vector on either side (the gemm kernel)."""
     rng = np.random.default_rng(SEED + 3)
+    tol = RTOL[dtype] * 200
+    x, y = _cplx(rng, 301, dtype), _cplx(rng, 450, dtype)
+    a, s = _cplx(rng, (40, 60), dtype), _cplx(rng, (2, 3, 40, 30), dtype)
+    dx, dy, da, ds = dev(x), dev(y), dev(a), dev(s)
+    cases = [
+        (xp.vecdot(dx[::-2], dy[3:304:2]), np.vdot(x[::-2], y[3:304:2])),
+        (dx[::-2] @ dy[3:304:2], x[::-2] @ y[3:304:2]),
+        (xp.matrix_transpose(da)[::-1] @ dx[:40], a.T[::-1] @ x[:40]),
+        (da[::3, ::2] @ dy[:30], a[::3, ::2] @ y[:30]),
+        (dx[100:140] @ da[:, ::-2], x[100:140] @ a[:, ::-2]),
+        (ds @ dx[:30], s @ x[:30]),
+        (dy[:40] @ ds, y[:40] @ s),
+    ]
+    for got, want in cases:
+        got = host(got)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * np.abs(want).max(initial=1))
+
+
+@pytest.mark.parametrize("dtype", INEXACT)
+def test_dot_kernel_repeats_its_bits(dtype):
+    rng = np.random.default_rng(SEED + 4)
+    x, y = dev(_cplx(rng, 100003, dtype)), dev(_cplx(rng, 100003, dtype))
+    first = host(xp.vecdot(x, y))
+    for _ in range(3):
+        _same_bits(host(xp.vecdot(x, y)), first)
+
+
+def test_dot_launcher_refuses_bad_input():
+    from tessera_array.backends.opencl import dot
+
+    rng = np.random.default_rng(SEED + 5)
+    x = dev(rng.standard_normal(5).astype(np.float32))._data
+    with pytest.raises(ValueError, match=r"^vecdot: x and y must be 1-D of one length"):
+        dot.dot(x, dev(np.ones(4, np.float32))._data)
+    with pytest.raises(TypeError, match=r"^vecdot: x and y must share one floating dtype"):
+        dot.dot(x, dev(np.ones(5, np.int32))._data)
+    with pytest.raises(TypeError, match=r"^vecdot: y must be a pyopencl.array.Array"):
+        dot.dot(x, np.ones(5, np.float32))
+    with pytest.raises(ValueError, match=r"^vecmat: x must be 1-D \(k,\) and a 2-D"):
+        dot.vecmat(x, dev(np.ones((4, 3), np.float32))._data)
+
+
+def test_krylov_products_are_listed_host_fallbacks():
+    names = BACKEND.host_fallbacks()
+    assert "kernel vecdot[blas]" in names and "kernel vecmat[blas]" in names
+
+
+@pytest.mark.skipif(not HAS_FP64, reason="float64: the device lacks cl_khr_fp64")
+@pytest.mark.parametrize("dtype", [d for d in INEXACT if d != "float32" and d != "complex64"])
+def test_krylov_products_equal_blas_bit_for_bit(dtype):
+    """The generic Krylov path's products (variant "blas") equal NumPy's bit for bit, the
+    order SciPy's solvers use: its iterates depend on it."""
+    from tessera_array.sparse.linalg import _isolve
+
+    rng = np.random.default_rng(SEED + 6)
+    vecdot, vecmat = _isolve._products(xp, dev(_cplx(rng, 3, dtype)))
     for n in list(range(1, 70)) + [100, 257, 1000]:
         x, y = _cplx(rng, n, dtype), _cplx(rng, n, dtype)
-        _same_bits(host(xp.vecdot(dev(x), dev(y))), np.asarray(np.vdot(x, y)))
+        _same_bits(host(vecdot(dev(x), dev(y))), np.asarray(np.vdot(x, y)))
+    for k in range(1, 25):
+        for n in (1, 2, 3, 4, 5, 7, 8, 30, 37):
+            y, v = _cplx(rng, k, dtype), _cplx(rng, (k, n), dtype)
+            _same_bits(host(vecmat(dev(y), dev(v))), np.conj(y) @ v)
+
+
+def test_krylov_products_use_the_device_when_fallbacks_are_refused(refuse_fallbacks):
+    from tessera_array.sparse.linalg import _isolve
+
+    rng = np.random.default_rng(SEED + 7)
+    dt = FLOATS[-1]
+    x, v = rng.standard_normal(50).astype(dt), rng.standard_normal((50, 7)).astype(dt)
+    vecdot, vecmat = _isolve._products(xp, dev(x))
+    np.testing.assert_allclose(host(vecdot(dev(x), dev(x))), x @ x, rtol=RTOL[dt])
+    np.testing.assert_allclose(host(vecmat(dev(x), dev(v))), x @ v, rtol=RTOL[dt] * 10)
 
 
 @pytest.mark.parametrize("dtype", INEXACT)

@@ -104,8 +104,28 @@ def dense_matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.asarray(np.matmul(a, x))
 
 
+def vecdot(x, y):
+    """``conj(x) . y`` of two vectors: the namespace's ``vecdot`` (a 0-d array)."""
+    from ._ops_linalg import vecdot as _vecdot
+
+    return _vecdot(x, y, -1)
+
+
+def vecmat(x, a):
+    """``conj(x) @ a`` for a vector ``x`` (k,) and a matrix ``a`` (k, n): the namespace's
+    ``matmul`` (NumPy's ``vecmat``)."""
+    from ._ops_linalg import matmul
+
+    return matmul(np.conj(x) if x.dtype.kind == "c" else x, a)
+
+
 def register(registry, backend_name: str) -> None:
     for variant in VARIANTS:
         registry.register("matvec", backend_name, _dtypes.FLOATING, dense_matvec, variant=variant)
     registry.register("axpy", backend_name, _dtypes.FLOATING, axpy)
     registry.register("aypx", backend_name, _dtypes.FLOATING, aypx)
+    # vecdot / vecmat (the Krylov solvers' products): NumPy's own, which is the host BLAS's
+    # order, under both variants (see backends/opencl/dot.py for what "blas" means there).
+    for variant in ("default", "blas"):
+        registry.register("vecdot", backend_name, _dtypes.FLOATING, vecdot, variant=variant)
+        registry.register("vecmat", backend_name, _dtypes.FLOATING, vecmat, variant=variant)

@@ -240,13 +240,14 @@ class OpenclBackend:
     def register(self, registry) -> None:
         # The kernel families, imported unguarded: a broken kernel module must fail
         # the load loudly, not be skipped.
-        from . import _kernels, attention, cg, fft, matvec, optim, philox, sparse
+        from . import _kernels, attention, cg, dot, fft, matvec, optim, philox, sparse
 
         # Their launchers index C-contiguous buffers: the in-place ones (optimizer
         # steps, axpy) get views copied in and back; the rest are registered as they are.
         adapting = _kernels.AdaptingRegistry(registry)
         matvec.register(adapting, self.name)
         cg.register(adapting, self.name)
+        dot.register(adapting, self.name)
         sparse.register(adapting, self.name)
         optim.register(adapting, self.name)
         attention.register(adapting, self.name)

@@ -3,10 +3,16 @@
 Floating ``matmul`` runs gemm.cl: on GPUs the local-memory tile kernel, on CPU devices
 a kernel that keeps a 32 x 32 tile of the result per work-item with K in cache-sized
 chunks (both: broadcast batch axes, any strides, products summed k by k without fused
-multiply-add, so the two agree bit for bit and with BLAS to a few ulp). Products with
-a 1-D operand, (1, K) @ (K, 1) products and floating ``vecdot`` run on the host, listed
-(the reason is beside ``_vecdot_host`` below). Booleans and integers run one generated kernel (a
-plain loop; integers wrap as NumPy's do). ``vector_norm`` and ``matrix_norm`` (but its
+multiply-add, so the two agree bit for bit and with BLAS to a few ulp). A matrix times
+a vector (either side) runs the matvec kernel (matvec.cl; the vector on the left reads
+the matrix's transposed view), two vectors the dot kernel (dot.cl), a stack with a
+vector the gemm kernel on the vector as a one-row or one-column matrix. Floating
+``vecdot`` of two vectors is the dot kernel; of stacks, the conjugated products and then
+their sums along the axis (the reduction kernel, one work-item per result). These sum in
+the kernels' orders, not BLAS's (agreeing with NumPy to rounding); the Krylov solvers,
+whose generic path needs the host BLAS's order, take it explicitly (backends/opencl/
+dot.py). Booleans and integers run one generated kernel (a plain loop; integers wrap as
+NumPy's do). ``vector_norm`` and ``matrix_norm`` (but its
 SVD-based ords) are reductions here; the factorizations and solvers run through the host
 fallback.
 
@@ -43,6 +49,8 @@ import numpy as np
 from tessera_array.backends.numpy import _ops as _host_ops
 
 from . import _kernels, _programs
+from . import dot as _dot
+from . import matvec as _matvec
 from ._fallback import host_fallback
 from ._ops_manipulation import broadcast_to, expand_dims, moveaxis, squeeze
 
@@ -125,8 +133,19 @@ def matmul(a, b):
     floating dtypes by gemm.cl's tiled kernel, booleans and integers by a generated one."""
     if a.dtype.kind not in "fc":
         return matmul_native(a, b)
-    if len(a.shape) == 1 or len(b.shape) == 1 or (a.shape[-2] == 1 and b.shape[-1] == 1):
-        return _vector_products_host(a, b)
+    na, nb = len(a.shape), len(b.shape)
+    if na == 1 or nb == 1:
+        if na == 1 and nb == 1:
+            return _dot.dot(a, b)
+        if nb == 1 and na == 2:
+            return _matvec.dense_matvec(a, b)
+        if na == 1 and nb == 2:
+            return _matvec.dense_matvec(b.transpose(), a)
+        # a stack with a vector: the vector as a (1, K) or (K, 1) matrix, that axis dropped
+        out = matmul(expand_dims(a, (0,)) if na == 1 else a,
+                     expand_dims(b, (1,)) if nb == 1 else b)
+        nd = len(out.shape)
+        return squeeze(out, (nd - 2,) if na == 1 else (nd - 1,))
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch = _kernels.broadcast_shape((a.shape[:-2], b.shape[:-2]))
@@ -205,30 +224,23 @@ def _batch_view(a):
 def vecdot(a, b, axis: int = -1):
     """``sum(conj(a) * b)`` along the negative ``axis``, other axes broadcast.
 
-    Floating dtypes run on the host (listed; see the module docstring); booleans and
+    Floating dtypes: the dot kernel for two vectors, else products and sums (see the
+    module docstring); booleans and
     integers as a stack of (1, K) @ (K, 1) products of the generated matmul kernel.
     """
     if a.dtype.kind in "fc":
-        return _vecdot_host(a, b, axis=axis)
+        if len(a.shape) == 1 and len(b.shape) == 1:
+            return _dot.dot(a, b, conj=True)
+        # A stack: the products, then their sums along the axis (one work-item each).
+        from ._ops_elementwise import conj, multiply
+        from ._ops_reductions import sum as _sum
+
+        return _sum(multiply(conj(a) if a.dtype.kind == "c" else a, b), axis=axis)
     a = moveaxis(a, (len(a.shape) + axis,), (len(a.shape) - 1,))
     b = moveaxis(b, (len(b.shape) + axis,), (len(b.shape) - 1,))
     r = matmul_native(expand_dims(a, (len(a.shape) - 1,)), expand_dims(b, (len(b.shape),)))
     nd = len(r.shape)
     return squeeze(r, (nd - 2, nd - 1))
-
-
-# Dot products and vector-matrix products of floating dtypes stay on the host, in the
-# order of the host's BLAS (ddot/zdotc/dgemv), which is the order SciPy's Krylov solvers
-# use: with it their iterates on an OpenCL device equal SciPy's bit for bit on any host
-# CPU. A device kernel cannot promise that: OpenBLAS picks its summation order per CPU
-# (Haswell and SkylakeX kernels differ), and one ulp grows to 1e-5 near the end of a
-# Krylov space (tests/test_krylov.py::test_gmres_default_restart_iterates; measured on
-# an H200 host's Xeon against device dots written in OpenBLAS-Haswell order, which had
-# matched on this AVX2 EPYC).
-_VECTOR_LABEL = "float32, float64, complex64, complex128: host BLAS order for the Krylov solvers"
-_vecdot_host = host_fallback(f"vecdot[{_VECTOR_LABEL}]", _host_ops.vecdot)
-_vector_products_host = host_fallback(f"matmul[1-D or (1, K) @ (K, 1) operands, {_VECTOR_LABEL}]",
-                                      _host_ops.matmul)
 
 
 # ---- norms ---------------------------------------------------------------------------------

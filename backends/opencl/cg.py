@@ -18,7 +18,7 @@ direction, ``z = M r`` (the caller's product), ``steps.rho_from(z)`` (rho = r . 
 more dot launch) and ``steps.direction(first, z)`` (p = z or beta p + z).
 
 Why fused: the generic path makes each dot product on the host's BLAS (so that its
-iterates equal SciPy's bit for bit, see ``_ops_linalg``), which copies two vectors to
+iterates equal SciPy's bit for bit, see ``dot.py``), which copies two vectors to
 the host per dot product, and runs each scalar operation as its own launch: about ten
 launches, four vector copies and one sync per iteration. Here every scalar stays on the
 device: four launches and a read of the partial sums. The dot products sum in another

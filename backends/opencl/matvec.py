@@ -173,8 +173,8 @@ from tessera_array import _dtypes
 from . import _launch, _programs
 from ._programs import array_type as _array_type
 
-__all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "aypx", "dense_matvec_scalar",
-           "dense_matvec_warp", "register"]
+__all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "aypx", "dense_matvec",
+           "dense_matvec_scalar", "dense_matvec_warp", "register"]
 
 FILE = "matvec.cl"
 VARIANTS = ("default", "scalar", "warp")
@@ -404,6 +404,45 @@ def _axpy(alpha, x, y, mode: int) -> None:
 
 
 _BY_VARIANT = {"scalar": dense_matvec_scalar, "warp": dense_matvec_warp}
+
+
+# The namespace's matrix-vector products (``A @ x``, and ``x @ A`` as ``A^T x`` on the
+# transposed view) pick the kernel by shape on GPUs: ``warp`` where the rows the kernel
+# sums are long, ``scalar`` (a work-item per row) where they are short and many. On CPU
+# devices both names run the row-block kernel. Device ms on the H200 through NVIDIA's
+# OpenCL, float32 (float64 alike), CuPy's ``a @ x`` / ``y @ a`` alongside (2026-11-30,
+# .devrun-style script: profiling markers, CUDA events, medians of 30):
+#
+#   A (m x n)          A @ x: scalar   warp   cupy     x @ A: scalar   warp   cupy
+#   4096 x 4096               0.264   0.041   0.038           0.201   0.158   0.036
+#   65536 x 1024              0.306   0.126   0.082           2.443   0.499   0.090
+#   65536 x 256               0.091   0.071   0.045           2.400   0.152   0.045
+#   65536 x 64                0.043   0.065   0.035           1.206   0.090   0.034
+#   262144 x 16               0.029   0.179   0.029           4.495   0.151   0.025
+#   1048576 x 4               0.035   0.674   0.057          17.149   0.464   0.040
+#   1024 x 65536              3.924   0.102   0.116           0.123   0.631   0.097
+#   256 x 65536               3.860   0.078   0.048           0.073   0.181   0.044
+#   16 x 262144               5.806   0.126   0.028           0.044   0.202   0.022
+#   512 x 512                 0.045   0.031   0.022           0.046   0.043   0.020
+#   128 x 128                 0.027   0.032   0.032           0.057   0.062   0.033
+#
+# So: rows read contiguously (A @ x) take ``warp`` from WARP_MIN_ROW elements on; rows
+# read with a stride (x @ A: a column of A per result) take ``warp`` when there are no
+# more results than elements per row (m >= n), else ``scalar``, whose work-items then
+# read neighbouring addresses. x @ A stays 2-5x behind cuBLAS where A is tall (few, long
+# strided rows): neither kernel splits a row across work-groups.
+WARP_MIN_ROW = 128
+
+
+def dense_matvec(a, x):
+    """y = A @ x for the namespace's ``matmul`` of a matrix (any view) and a vector: the
+    kernel picked by shape on GPUs (table above), the row-block kernel on CPU devices."""
+    m, n = a.shape
+    if a.strides[-1] == a.dtype.itemsize:  # contiguous rows
+        warp = n >= WARP_MIN_ROW
+    else:
+        warp = n >= m
+    return dense_matvec_warp(a, x) if warp else dense_matvec_scalar(a, x)
 
 
 def register(registry, backend_name: str) -> None:

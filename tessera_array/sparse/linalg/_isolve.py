@@ -100,19 +100,63 @@ def _scalar(a, cplx):
     return complex(a) if cplx else float(a)
 
 
-def _norm(xp, v):
+def _products(xp, v):
+    """``(vecdot, vecmat)`` of the generic path for vectors like tessera ``v``:
+    ``vecdot(x, y) = conj(x) . y`` of two vectors and ``vecmat(x, A) = conj(x) @ A``.
+
+    They sum in the host BLAS's order, SciPy's, so that iterates equal SciPy's bit for
+    bit: the registered ``vecdot``/``vecmat`` ops, variant ``blas`` (on the NumPy backend
+    NumPy's own products; on a device, the host's, listed as host fallbacks: see
+    backends/opencl/dot.py). A call that host fallbacks refuse (HostFallbackError) runs
+    the device's own kernel instead (variant ``default``), whose order is the device's.
+    On another library's arrays: its ``vecdot`` and ``matmul``.
+    """
+    T = _xp_tessera()
+    cplx = xp.isdtype(v.dtype, "complex floating")
+    if xp is T:
+        from ..._dispatch import lookup
+        from ..._errors import HostFallbackError, KernelNotFoundError
+
+        try:
+            kernels = {variant: (lookup("vecdot", v.device, v.dtype, variant),
+                                 lookup("vecmat", v.device, v.dtype, variant))
+                       for variant in ("blas", "default")}
+        except KernelNotFoundError:
+            kernels = None
+        if kernels is not None:
+            new = T.Array._new
+
+            def call(k, x, y):
+                try:
+                    out = kernels["blas"][k](x._data, y._data)
+                except HostFallbackError:  # refused: the device's own kernel
+                    out = kernels["default"][k](x._data, y._data)
+                return new(out, x._dtype, x._device)
+
+            return (lambda x, y: call(0, x, y)), (lambda x, a: call(1, x, a))
+
+    def vecmat(x, a):
+        return xp.matmul(xp.conj(x) if cplx else x, a)
+
+    return xp.vecdot, vecmat
+
+
+def _norm(xp, v, vecdot=None):
     """||v||_2 in numpy.linalg.norm's operation order (so stopping tests round as SciPy's):
-    sqrt(v . v) for real v, sqrt(re . re + im . im) for complex v."""
+    sqrt(v . v) for real v, sqrt(re . re + im . im) for complex v (``vecdot``: the
+    solver's, :func:`_products`)."""
+    if vecdot is None:
+        vecdot = _products(xp, v)[0]
     if xp.isdtype(v.dtype, "complex floating"):
         re, im = xp.real(v), xp.imag(v)
-        return xp.sqrt(xp.vecdot(re, re) + xp.vecdot(im, im))
-    return xp.sqrt(xp.vecdot(v, v))
+        return xp.sqrt(vecdot(re, re) + vecdot(im, im))
+    return xp.sqrt(vecdot(v, v))
 
 
-def _residual_test(xp, r, x, atol, iteration, hist, report):
+def _residual_test(xp, r, x, atol, iteration, hist, report, vecdot=None):
     """An iteration's opening test on ||r||: the finished result (0 converged, -20
     non-finite) or None to go on; the norm joins ``hist``. Synchronizes once."""
-    rnorm = float(_norm(xp, r))  # sync
+    rnorm = float(_norm(xp, r, vecdot))  # sync
     hist.append(rnorm)
     if rnorm < atol:
         return _finish(report, x, 0, iteration, hist)
@@ -426,7 +470,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         if r.dtype != b.dtype:  # (a user operator's result of another dtype)
             r = xp.astype(r, b.dtype)
         return _cg_fused(xp, fused, matvec, psolve, x, r, atol, maxiter, report)
-    vecdot = xp.vecdot
+    vecdot = _products(xp, b)[0]
     axpy = _axpy_for(xp, r)
     aypx = _aypx_for(xp, r)
     hist = []
@@ -444,7 +488,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             rho_cur = vecdot(r, r)
             rnorm = math.sqrt(float(rho_cur))  # sync: the stopping test (IEEE sqrt, as NumPy)
         else:
-            rnorm = float(_norm(xp, r))  # sync: the stopping test
+            rnorm = float(_norm(xp, r, vecdot))  # sync: the stopping test
         if report:
             hist.append(rnorm)
         if pq is not None:
@@ -672,7 +716,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         raise ValueError(f"gmres: restart must be >= 1 and maxiter >= 0. Received: "
                          f"restart={restart}, maxiter={maxiter!r}")
     maxiter = int(maxiter)
-    Mb_nrm2 = float(_norm(xp, psolve(b)))  # sync
+    vecdot, vecmat = _products(xp, b)
+    Mb_nrm2 = float(_norm(xp, psolve(b), vecdot))  # sync
     ptol_max_factor = 1.0
     ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
     presid = 0.0
@@ -692,11 +737,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     for iteration in range(maxiter):
         if iteration == 0:
             r = (b - matvec(x)) if nonzero else b
-            done = _residual_test(xp, r, x, atol, 0, hist, report)  # sync
+            done = _residual_test(xp, r, x, atol, 0, hist, report, vecdot)  # sync
             if done is not None:
                 return done
         v0 = psolve(r)
-        tmp = float(_norm(xp, v0))  # sync
+        tmp = float(_norm(xp, v0, vecdot))  # sync
         if owned and v0 is not b:
             v0 *= 1 / tmp  # v0 is this solver's (r, or M r): scaled in place
             V[0, :] = v0
@@ -709,20 +754,20 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         nonfinite = False
         for col in range(restart):
             w = psolve(matvec(V[col, :]))
-            h0 = float(_norm(xp, w))  # sync
+            h0 = float(_norm(xp, w, vecdot))  # sync
             if not math.isfinite(h0):
                 nonfinite = True
                 break
             hcol = h[col]
             for k in range(col + 1):  # modified Gram-Schmidt
                 vk = V[k, :]
-                t = xp.vecdot(vk, w)
+                t = vecdot(vk, w)
                 hcol[k] = _scalar(t, cplx)  # sync
                 if owned or k > 0:
                     axpy(t, vk, w, True)  # w -= t * vk
                 else:
                     w = w - t * vk
-            h1 = float(_norm(xp, w))  # sync
+            h1 = float(_norm(xp, w, vecdot))  # sync
             hcol[col + 1] = h1
             if h1 <= eps * h0:
                 hcol[col + 1] = 0.0
@@ -762,13 +807,15 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
                     y[i] -= yk * h[k][i]
         if y[0] != 0:
             y[0] = _cdiv(y[0], h[0][0]) if cplx else y[0] / h[0][0]
-        dx = xp.matmul(xp.asarray(y, dtype=dt, device=b.device), V[:col + 1, :])
+        # dx = y @ V (vecmat conjugates its vector: conj(y) given; exact)
+        yc = [v.conjugate() for v in y] if cplx else y
+        dx = vecmat(xp.asarray(yc, dtype=dt, device=b.device), V[:col + 1, :])
         if callback_type == "x":
             x = x + dx  # a new array: the callback may keep the one it was given
         else:
             x += dx
         r = b - matvec(x)
-        rnorm = float(_norm(xp, r))  # sync
+        rnorm = float(_norm(xp, r, vecdot))  # sync
         hist.append(rnorm)
         if not math.isfinite(rnorm):
             return _finish(report, x, -20, inner_iter, hist)
@@ -801,14 +848,14 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
                                      maxiter)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
-    vecdot = xp.vecdot
+    vecdot = _products(xp, b)[0]
     rhotol = float(xp.finfo(b.dtype).eps) ** 2
     omegatol = rhotol
     rtilde = r
     rho_prev = omega = alpha = p = v = None
     hist = []
     for iteration in range(maxiter):
-        done = _residual_test(xp, r, x, atol, iteration, hist, report)  # sync
+        done = _residual_test(xp, r, x, atol, iteration, hist, report, vecdot)  # sync
         if done is not None:
             return done
         rho = vecdot(rtilde, r)
@@ -829,7 +876,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         alpha = rho / rv
         r = r - alpha * v
         s = r
-        snorm = float(_norm(xp, s))  # sync
+        snorm = float(_norm(xp, s, vecdot))  # sync
         if snorm < atol:
             x = x + alpha * phat
             if report:
@@ -857,13 +904,13 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
     bnrm2, atol, maxiter, r = _start("cgs", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
-    vecdot = xp.vecdot
+    vecdot = _products(xp, b)[0]
     rhotol = float(xp.finfo(b.dtype).eps) ** 2
     rtilde = r
     rho_prev = p = u = q = None
     hist = []
     for iteration in range(maxiter):
-        done = _residual_test(xp, r, x, atol, iteration, hist, report)  # sync
+        done = _residual_test(xp, r, x, atol, iteration, hist, report, vecdot)  # sync
         if done is not None:
             return done
         rho_cur = vecdot(rtilde, r)
@@ -904,13 +951,13 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
     bnrm2, atol, maxiter, r = _start("bicg", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
-    vecdot = xp.vecdot
+    vecdot = _products(xp, b)[0]
     rhotol = float(xp.finfo(b.dtype).eps) ** 2
     rtilde = r
     rho_prev = p = ptilde = None
     hist = []
     for iteration in range(maxiter):
-        done = _residual_test(xp, r, x, atol, iteration, hist, report)  # sync
+        done = _residual_test(xp, r, x, atol, iteration, hist, report, vecdot)  # sync
         if done is not None:
             return done
         z = psolve(r)
@@ -962,7 +1009,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     if maxiter is None:
         maxiter = 5 * n
     maxiter = int(maxiter)
-    vecdot = xp.vecdot
+    vecdot = _products(xp, b)[0]
     eps = float(xp.finfo(b.dtype).eps)
     hist = []
     bnorm = _b_norm("minres", xp, b)
@@ -1044,7 +1091,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         rhs1 = rhs2 - delta * z
         rhs2 = -epsln * z
         anorm = math.sqrt(tnorm2)
-        ynorm = float(_norm(xp, x))  # sync
+        ynorm = float(_norm(xp, x, vecdot))  # sync
         epsx = anorm * ynorm * eps
         rnorm = phibar
         hist.append(rnorm)

@@ -1,0 +1,140 @@
+"""Dot products of the OpenCL backend (``kernels/opencl/dot.cl``), and the registered
+``vecdot`` / ``vecmat`` ops of the ``matvec`` family.
+
+``dot(x, y, conj=False)`` returns a new 0-d ``pyopencl.array.Array`` holding
+``sum(c(x) * y)`` (``c`` = conj when ``conj``) for 1-D ``x`` and ``y`` of one floating
+dtype, length and context, any strides and offsets: two launches (partial sums, then
+their sum in index order; see ``dot.cl``), no host sync. The namespace's ``vecdot`` of two
+vectors and ``matmul`` of two vectors are this kernel.
+
+Registered ops (what the Krylov solvers' generic path calls, through the registry):
+
+``vecdot(x, y)``
+    ``conj(x) . y`` of two vectors (0-d result).
+``vecmat(x, a)``
+    ``conj(x) @ a`` for a vector ``x`` (k,) and a matrix ``a`` (k, n) (NumPy's
+    ``vecmat``): the matvec kernel on ``a``'s transposed view (no copy).
+
+Each in two variants: ``default``, the device's kernels above, and ``blas``, which runs
+on the host in the order of the host's BLAS (``ddot``/``zdotc``/``dgemv``, through the
+NumPy backend's ``vecdot`` and ``matmul``), listed as the host fallbacks ``kernel
+vecdot[blas]`` and ``kernel vecmat[blas]``. The solvers' generic
+path takes ``blas`` so that its iterates equal SciPy's bit for bit; a device kernel cannot
+promise that, since OpenBLAS picks its summation order per CPU, and near an exhausted
+Krylov space one ulp grows to 1e-5 (``tests/test_krylov.py::test_gmres_default_restart_
+iterates``). Where host fallbacks are refused (``TESSERA_HOST_FALLBACK=error``) the
+solvers use the ``default`` variant instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tessera_array import _dtypes
+
+from . import _kernels, _programs
+from ._programs import array_type as _array_type
+
+__all__ = ["PMAX", "WG_MAX", "dot", "register", "vecmat"]
+
+FILE = "dot.cl"
+PMAX = 256  # the most partial sums of one dot product
+WG_MAX = 256  # work-group size on GPUs (a power of two, clamped to the device's)
+_FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
+_setup: dict = {}  # (context, dtype) -> (part kernel, sum kernel, work-group size, CPU?, units)
+
+
+def _kernels_for(context, dtype):
+    hit = _setup.get((context, dtype))
+    if hit is None:
+        dev = context.devices[0]
+        cpu = _programs.is_cpu(dev)
+        wg = 1 if cpu else 1 << (min(WG_MAX, dev.max_work_group_size).bit_length() - 1)
+        opts = _programs.dtype_options("vecdot", dtype, dev, extra=(f"-DWG={wg}",)
+                                       + _programs.probe_options(context))
+        part = _programs.kernel(context, FILE, opts, "tessera_dot_part")
+        total = _programs.kernel(context, FILE, opts, "tessera_dot_sum")
+        hit = _setup[(context, dtype)] = (part, total, wg, cpu, max(1, dev.max_compute_units))
+    return hit
+
+
+def _geometry(n: int, wg: int, cpu: bool, units: int) -> tuple:
+    """``(chunk, number of partial sums, global size)`` for ``n`` elements."""
+    if cpu:  # contiguous chunks, a multiple of 16 elements, about 8 per compute unit
+        chunk = max(16, -(-n // min(PMAX, 8 * units)))
+        chunk = -(-chunk // 16) * 16
+        parts = max(1, -(-n // chunk))
+        return chunk, parts, parts
+    parts = max(1, min(PMAX, -(-n // wg)))
+    return 1, parts, parts * wg
+
+
+def _check(func, x, y):
+    cla = _array_type()
+    _programs.check_array(func, "x", x, cla.Array)
+    _programs.check_array(func, "y", y, cla.Array)
+    if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"{func}: x and y must be 1-D of one length. Received: "
+                         f"x.shape={x.shape}, y.shape={y.shape}")
+    if x.dtype != y.dtype or x.dtype not in _FLOAT_NP:
+        raise TypeError(f"{func}: x and y must share one floating dtype (float32, float64, "
+                        f"complex64, complex128). Received: x.dtype={x.dtype}, "
+                        f"y.dtype={y.dtype}")
+    if x.context != y.context:
+        raise ValueError(f"{func}: x and y must be in one OpenCL context. Received: two "
+                         "contexts")
+
+
+def dot(x, y, conj=False):
+    """``sum(conj(x) * y)`` (``conj``) or ``sum(x * y)`` of two vectors: a new 0-d array
+    on ``x``'s queue (see the module docstring)."""
+    _check("vecdot", x, y)
+    queue = _programs.queue_of("vecdot", x)
+    out = _kernels.empty(queue, (), x.dtype)
+    n = x.shape[0]
+    if n == 0:
+        _programs.zero_fill(queue, out)
+        return out
+    part_k, sum_k, wg, cpu, units = _kernels_for(x.context, x.dtype)
+    chunk, parts, gsize = _geometry(n, wg, cpu, units)
+    part = _kernels.empty(queue, (parts,), x.dtype)
+    xo, (xs,) = _kernels.layout(x)
+    yo, (ys,) = _kernels.layout(y)
+    wait = [e for v in (x, y) if v.queue is not queue for e in v.events] or None
+    evt = part_k(queue, (gsize,), (wg,), np.int64(n), np.int64(chunk),
+                 np.int32(1 if conj and x.dtype.kind == "c" else 0), x.base_data,
+                 np.int64(xo), np.int64(xs), y.base_data, np.int64(yo), np.int64(ys),
+                 part.base_data, wait_for=wait)
+    part.add_event(evt)
+    evt = sum_k(queue, (1,), (1,), np.int32(parts), part.base_data, out.base_data,
+                np.int64(out.offset // out.dtype.itemsize), wait_for=[evt])
+    out.add_event(evt)
+    return out
+
+
+def vecmat(x, a):
+    """``conj(x) @ a`` for a vector ``x`` (k,) and a matrix ``a`` (k, n): the matvec
+    kernel on ``a``'s transposed view."""
+    from . import matvec
+    from ._ops_elementwise import conj as _conj
+
+    cla = _array_type()
+    _programs.check_array("vecmat", "x", x, cla.Array)
+    _programs.check_array("vecmat", "a", a, cla.Array)
+    if x.ndim != 1 or a.ndim != 2 or a.shape[0] != x.shape[0]:
+        raise ValueError(f"vecmat: x must be 1-D (k,) and a 2-D (k, n). Received: "
+                         f"x.shape={x.shape}, a.shape={a.shape}")
+    if x.dtype.kind == "c":
+        x = _conj(x)
+    return matvec.dense_matvec(a.transpose(), x)
+
+
+def _vecdot_op(x, y):
+    return dot(x, y, conj=True)
+
+
+def register(registry, backend_name: str) -> None:
+    # The "blas" variants are the NumPy backend's, registered through the host fallback
+    # (listed as "kernel vecdot[blas]" and "kernel vecmat[blas]"): see the module docstring.
+    registry.register("vecdot", backend_name, _dtypes.FLOATING, _vecdot_op)
+    registry.register("vecmat", backend_name, _dtypes.FLOATING, vecmat)
