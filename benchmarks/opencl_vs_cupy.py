@@ -1,6 +1,6 @@
 """The OpenCL kernels on an NVIDIA GPU against CuPy doing the same work, same run.
 
-``python -m benchmarks.opencl_vs_cupy [--repeat N] [--json PATH] [--quick]``
+``python -m benchmarks.opencl_vs_cupy [--repeat N] [--json PATH] [--quick] [--sections S]``
 
 Needs pyopencl with NVIDIA's OpenCL driver (the platform whose name holds
 "NVIDIA", or ``PYOPENCL_CTX``) and CuPy on the same GPU. Each row times one
@@ -16,6 +16,8 @@ SGD / Adam / AdamW     one ``cupy.ElementwiseKernel`` launch per tensor,
                        the same update (PyTorch's formulas)
 Adafactor              CuPy array expressions (row/column means, update)
 FFT c2c / r2c          ``cupy.fft.fft`` / ``rfft`` (cuFFT)
+namespace ``A @ x``,   the same expression on CuPy arrays (cuBLAS gemv,
+``x @ A``, ``vecdot``  ``cupy.vdot``); tessera arrays on this device
 =====================  ================================================
 
 Device buffers come from the backend's memory pool (as the namespace's arrays do),
@@ -28,7 +30,10 @@ rep; a row reports the medians and ``speed = cupy_time / opencl_time`` (1.0: as
 fast as CuPy; the issue's target is >= 0.7 for matvec, spmv and the optimizer
 steps). A second ratio from host wall clocks (call + finish/synchronize) is
 reported beside it. Both results are compared after timing, so a fast wrong kernel
-cannot pass.
+cannot pass. The namespace rows (section ``namespace``) are timed by host wall clock
+only (the namespace's queue has no profiling): their ``speed`` is the wall ratio; rows
+marked "host path" run the product as the namespace did before it had kernels for it
+(a copy to the host, NumPy, a copy back).
 """
 
 from __future__ import annotations
@@ -136,7 +141,10 @@ _ADAM = ("T g, T wd, T keep, T one_b1, T beta2, T one_b2, T bc2, T eps, T step, 
          """, "tessera_peer_adam")
 
 
-def run(quick=False, repeat=50):
+SECTIONS = ("matvec", "spmv", "optim", "adafactor", "fft", "namespace")
+
+
+def run(quick=False, repeat=50, sections=SECTIONS):
     import cupy as cp
     import cupyx.scipy.sparse as cps
     from cupy import cublas
@@ -334,8 +342,79 @@ def run(quick=False, repeat=50):
             record(f"fft c2c {np.dtype(dtype).name} {batch}x{n}", "fft_c2c", times, err)
 
 
+    # The namespace's products with a vector (tessera arrays on this OpenCL device) against
+    # CuPy's, host wall clock per call (call + finish / synchronize; the namespace's queue
+    # has no profiling): "speed" is the wall ratio. The "host path" rows run the same
+    # product the way the namespace did before it had kernels for them (copy to the host,
+    # NumPy, copy back), for the before/after.
+    def namespace_section():
+        import tessera_array as xp
+        from tessera_array.backends.numpy import _ops as host_ops
+        from tessera_array.backends.opencl._fallback import host_fallback
+
+        want_dev = ctx.devices[0]
+
+        def same(d):  # the tessera device on the benchmark's OpenCL device
+            dv = xp.zeros(1, device=d)._data.queue.device
+            return dv.name == want_dev.name and dv.platform.name == want_dev.platform.name
+
+        name = next(d for d in xp.__array_namespace_info__().devices()
+                    if d.backend_name == "opencl" and same(d))
+        host_matmul = host_fallback("bench matmul", host_ops.matmul, record=False)
+        host_vecdot = host_fallback("bench vecdot", host_ops.vecdot, record=False)
+
+        def wall_pair(cl_call, cp_call, warm=3):
+            cp_sync = cp.cuda.get_current_stream().synchronize
+
+            def one(call, sync):
+                t = time.perf_counter()
+                r = call()
+                sync(r)
+                return time.perf_counter() - t
+            fin = (lambda r: (r._data if hasattr(r, "_data") else r).queue.finish())
+            for _ in range(warm):
+                one(cl_call, fin)
+                one(cp_call, lambda r: cp_sync())
+            wc, wp = [], []
+            for _ in range(repeat):
+                wc.append(one(cl_call, fin))
+                wp.append(one(cp_call, lambda r: cp_sync()))
+            med = statistics.median
+            return med(wc), med(wc), med(wp), med(wp)
+
+        for dtype in (np.float32, np.float64):
+            dn = np.dtype(dtype).name
+            n = 2048 if quick else 4096
+            a = rng.standard_normal((n, n)).astype(dtype)
+            x = rng.standard_normal(n).astype(dtype)
+            a_t, x_t = xp.asarray(a, device=name), xp.asarray(x, device=name)
+            a_c, x_c = cp.asarray(a), cp.asarray(x)
+            tol = 1e-4 if dtype == np.float32 else 1e-12
+            for label, call, cp_call, want in (
+                    ("A @ x", lambda: a_t @ x_t, lambda: a_c @ x_c, lambda: a_c @ x_c),
+                    ("x @ A", lambda: x_t @ a_t, lambda: x_c @ a_c, lambda: x_c @ a_c)):
+                times = wall_pair(call, cp_call)
+                err = _close(label, call().to_device("cpu"), cp.asnumpy(want()), tol)
+                record(f"ns {label} {dn} {n}^2", "namespace", times, err)
+                if label == "A @ x":
+                    times = wall_pair(lambda: host_matmul(a_t._data, x_t._data), cp_call)
+                    record(f"ns {label} {dn} {n}^2 (host path)", "namespace", times, None)
+            m = 1 << 20
+            u, w = rng.standard_normal(m).astype(dtype), rng.standard_normal(m).astype(dtype)
+            u_t, w_t = xp.asarray(u, device=name), xp.asarray(w, device=name)
+            u_c, w_c = cp.asarray(u), cp.asarray(w)
+            times = wall_pair(lambda: xp.vecdot(u_t, w_t), lambda: cp.vdot(u_c, w_c))
+            err = _close("vecdot", np.asarray(xp.vecdot(u_t, w_t).to_device("cpu")),
+                         cp.asnumpy(cp.vdot(u_c, w_c)), 1e-3 if dtype == np.float32 else 1e-10)
+            record(f"ns vecdot {dn} 2^20", "namespace", times, err)
+            times = wall_pair(lambda: host_vecdot(u_t._data, w_t._data), lambda: cp.vdot(u_c, w_c))
+            record(f"ns vecdot {dn} 2^20 (host path)", "namespace", times, None)
+
     failed = []
-    for section in (matvec_section, spmv_section, optim_section, adafactor_section, fft_section):
+    chosen = {"matvec": matvec_section, "spmv": spmv_section, "optim": optim_section,
+              "adafactor": adafactor_section, "fft": fft_section,
+              "namespace": namespace_section}
+    for section in (chosen[name] for name in SECTIONS if name in sections):
         try:
             section()
         except Exception:  # report and go on: one broken section must not hide the others
@@ -357,8 +436,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--repeat", type=int, default=50, help="timed reps per side")
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated subset of {','.join(SECTIONS)}")
     args = parser.parse_args(argv)
-    out = run(quick=args.quick, repeat=args.repeat)
+    sections = tuple(args.sections.split(","))
+    unknown = [name for name in sections if name not in SECTIONS]
+    if unknown:
+        parser.error(f"--sections: unknown {', '.join(unknown)}; expected a subset of "
+                     f"{','.join(SECTIONS)}")
+    out = run(quick=args.quick, repeat=args.repeat, sections=sections)
     print(f"OpenCL device: {out['device']} ({out['platform']}, driver {out['driver']}); "
           f"CuPy {out['cupy']} on {out['cuda_device']}")
     missed = [r["bench"] for r in out["results"]
