@@ -375,6 +375,107 @@ def test_integer_matmul_still_wraps():
     _same_bits(host(dev(a) @ dev(a)), a @ a)
 
 
+# ---- split reductions (few outputs, long walks) ------------------------------------------
+
+
+def test_reductions_split_only_on_gpus():
+    q = xp.zeros(1, device=DEV)._data.queue
+    cpu = bool(q.device.type & cl.device_type.CPU)
+    assert _kernels.split_parts(q, 1, 1 << 24) == (1 if cpu else _kernels.SPLIT_GPU_ITEMS)
+    assert _kernels.split_parts(q, 1 << 20, 1 << 10) == 1  # enough outputs
+    assert _kernels.split_parts(q, 1, 100) == 1  # a short walk
+
+
+@pytest.fixture(params=["one-split", "deep"])
+def split_mode(request, monkeypatch):
+    """Split walks as a GPU makes them, here on any device (the device taken for a GPU,
+    a small target of work-items), and split again and again (a tiny part size: three
+    or more stages)."""
+    monkeypatch.setattr(_kernels, "_CPU_DEV", {xp.zeros(1, device=DEV)._data.queue.device: False})
+    monkeypatch.setattr(_kernels, "SPLIT_GPU_ITEMS", 1 << 9)
+    if request.param == "deep":
+        monkeypatch.setattr(_kernels, "SPLIT_MIN", 2)
+    launched = []
+    real = _kernels._kernel_of
+
+    def spy(ctx, member, name, types):
+        launched.append(member[0])
+        return real(ctx, member, name, types)
+
+    monkeypatch.setattr(_kernels, "_kernel_of", spy)
+    return launched
+
+
+REDUCTIONS = [
+    ("sum", lambda m, **k: xp.sum(m, **k), np.sum),
+    ("prod", lambda m, **k: xp.prod(m * 0.01 + 1, **k), lambda h, **k: np.prod(h * 0.01 + 1, **k)),
+    ("max", lambda m, **k: xp.max(m, **k), np.max),
+    ("min", lambda m, **k: xp.min(m, **k), np.min),
+    ("mean", lambda m, **k: xp.mean(m, **k), np.mean),
+    ("var", lambda m, **k: xp.var(m, **k), np.var),
+    ("std", lambda m, **k: xp.std(m, correction=1, **k), lambda h, **k: np.std(h, ddof=1, **k)),
+    ("any", lambda m, **k: xp.any(m > 2.5, **k), lambda h, **k: np.any(h > 2.5, **k)),
+    ("all", lambda m, **k: xp.all(m < 2.5, **k), lambda h, **k: np.all(h < 2.5, **k)),
+    ("count_nonzero", lambda m, **k: xp.count_nonzero(m > 0, **k),
+     lambda h, **k: np.count_nonzero(h > 0, **k)),
+]
+NORMS = [2, 1, 0, 3, -1.5, float("inf"), float("-inf")]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,axis", [((70001,), None), ((3, 20000), 1), ((20000, 3), 0),
+                                        ((4, 300, 5), (0, 1)), ((1000, 2, 3), (0, 2))])
+def test_split_reductions_equal_numpy(split_mode, dtype, shape, axis):
+    rng = np.random.default_rng(SEED + 8)
+    h = rng.standard_normal(shape).astype(dtype)
+    d = dev(h)
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for name, ours, theirs in REDUCTIONS:
+        got, want = host(ours(d, axis=axis)), np.asarray(theirs(h, axis=axis))
+        assert got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+    red = tuple(range(h.ndim)) if axis is None else (axis,) if isinstance(axis, int) else axis
+    flat = np.moveaxis(h, red, tuple(range(-len(red), 0)))
+    flat = flat.reshape(flat.shape[:h.ndim - len(red)] + (-1,))
+    for ord_ in NORMS:
+        got = host(xp.linalg.vector_norm(d, axis=axis, ord=ord_))
+        want = np.linalg.norm(flat, ord=ord_, axis=-1)
+        np.testing.assert_allclose(got, want, rtol=tol * 10, err_msg=f"ord={ord_}")
+    assert "redpart" in split_mode  # the walks were split
+
+
+@pytest.mark.parametrize("dtype", ["complex64"] + (["complex128"] if HAS_FP64 else []))
+def test_split_reductions_of_complex_and_integers(split_mode, dtype):
+    rng = np.random.default_rng(SEED + 9)
+    h = _cplx(rng, (5003,), dtype)
+    d = dev(h)
+    np.testing.assert_allclose(host(xp.sum(d)), h.sum(), rtol=1e-4)
+    np.testing.assert_allclose(host(xp.mean(d)), h.mean(), rtol=1e-4)
+    np.testing.assert_allclose(host(xp.linalg.vector_norm(d)), np.linalg.norm(h), rtol=1e-4)
+    k = rng.integers(-1000, 1000, 5003).astype(np.int32)
+    _same_bits(host(xp.sum(dev(k))), np.asarray(k.sum()))  # int64 accumulation, exact
+    _same_bits(host(xp.max(dev(k))), np.asarray(k.max()))
+    b = k > 900
+    _same_bits(host(xp.sum(dev(b))), np.asarray(b.sum()))
+    _same_bits(host(xp.any(dev(b))), np.asarray(b.any()))
+    _same_bits(host(xp.all(dev(~b))), np.asarray((~b).all()))
+    assert "redpart" in split_mode
+
+
+def test_split_reductions_propagate_nan_and_see_every_part(split_mode):
+    rng = np.random.default_rng(SEED + 10)
+    for where in (0, 1, 4000, 9998, 9999):
+        h = -np.abs(rng.standard_normal(10000)) - 1  # all negative: max is not the init 0
+        h[where] = np.nan
+        d = dev(h.astype(FLOATS[-1]))
+        for f in (xp.max, xp.min, xp.sum, xp.mean):
+            assert np.isnan(host(f(d))), (f.__name__, where)
+        h[where] = 5.0 if where % 2 else -50.0
+        d = dev(h.astype(FLOATS[-1]))
+        assert host(xp.max(d)) == h.max() and host(xp.min(d)) == h.min()
+    assert "redpart" in split_mode
+
+
 # ---- gather and scatter ----------------------------------------------------------------------
 
 

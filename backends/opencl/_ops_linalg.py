@@ -253,7 +253,7 @@ def _has_fp64(a) -> bool:
     return dev._backend.capabilities(dev)["float64"]
 
 
-def _norm_reduce(a, axes, keepdims, acc, init, step, final="acc", decl=""):
+def _norm_reduce(a, axes, keepdims, acc, init, step, final="acc", decl="", merge="acc += v;"):
     """A reduction of ``a`` over ``axes`` (None: all) with a real result (``keepdims``
     as NumPy's): ``v`` is the element, ``t`` its magnitude (declared by the step)."""
     nd = len(a.shape)
@@ -263,7 +263,7 @@ def _norm_reduce(a, axes, keepdims, acc, init, step, final="acc", decl=""):
     if not axes:  # nothing reduced: each element is its own reduction
         src = _kernels.contiguous(a).reshape(a.shape + (1,))
         return _kernels.launch_reduce(src, (nd,), r, acc, init, step, final, decl=decl)
-    out = _kernels.launch_reduce(a, axes, r, acc, init, step, final, decl=decl)
+    out = _kernels.launch_reduce(a, axes, r, acc, init, step, final, decl=decl, merge=merge)
     if keepdims:
         out = out.reshape(tuple(1 if d in axes else n for d, n in enumerate(a.shape)))
     return out
@@ -289,6 +289,18 @@ def _two_norm(a, axes, keepdims):
         else:
             step = "acc += (double)v * (double)v;"
         return _norm_reduce(a, axes, keepdims, "double", "0", step, "(float)sqrt(acc)")
+    nd = len(a.shape)
+    red = tuple(range(nd)) if axes is None else tuple(axes)
+    n_out, m = 1, 1
+    for d in range(nd):
+        if d in red:
+            m *= a.shape[d]
+        else:
+            n_out *= a.shape[d]
+    if _kernels.split_parts(a.queue, n_out, m) > 1:
+        # Few long walks: LAPACK's scaled sum has two accumulators and no split; the
+        # p-norm's (the largest |v| first, then sum (|v| / max)**2) splits both passes.
+        return _p_norm(a, axes, keepdims, 2.0, r, r)
     step = (_mag(a) + f" if (t != 0 || isnan(t)) {{ if (scale < t) {{ {r} q = scale / t; "
             f"acc = 1 + acc * (q * q); scale = t; }} else {{ {r} q = t / scale; "
             f"acc += q * q; }} }}")
@@ -309,8 +321,9 @@ def vector_norm(a, axis=None, keepdims: bool = False, ord=2):
     if ord == math.inf or ord == -math.inf:
         cmp = ">" if ord > 0 else "<"
         init = "0" if ord > 0 else "INFINITY"
-        step = _mag(a) + f" if (isnan(t) || (t {cmp} acc && !isnan(acc))) acc = t;"
-        return _norm_reduce(a, axis, keepdims, r, init, step)
+        test = f"if (isnan(t) || (t {cmp} acc && !isnan(acc))) acc = t;"
+        return _norm_reduce(a, axis, keepdims, r, init, _mag(a) + " " + test,
+                            merge=f"{{ {r} t = v; {test} }}")
     if ord == 0:
         test = "(v.x != 0 || v.y != 0)" if t in ("float2", "double2") else "(v != 0)"
         return _norm_reduce(a, axis, keepdims, r, "0", f"acc += {test} ? 1 : 0;")

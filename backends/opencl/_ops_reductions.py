@@ -48,7 +48,8 @@ def _has_fp64(a) -> bool:
     return dev._backend.capabilities(dev)["float64"]
 
 
-def _reduce(a, axis, keepdims, out_ct, acc_ct, init, step, final="acc", decl=""):
+def _reduce(a, axis, keepdims, out_ct, acc_ct, init, step, final="acc", decl="", *,
+            merge=None):
     axes = _axes(a, axis)
     if not axes:
         # Nothing reduced: each element is its own reduction.
@@ -58,7 +59,8 @@ def _reduce(a, axis, keepdims, out_ct, acc_ct, init, step, final="acc", decl="")
                                      (len(axes_shape),), out_ct, acc_ct, init, step, final,
                                      decl=decl)
         return out
-    out = _kernels.launch_reduce(a, axes, out_ct, acc_ct, init, step, final, decl=decl)
+    out = _kernels.launch_reduce(a, axes, out_ct, acc_ct, init, step, final, decl=decl,
+                                 merge=merge)
     return _finish(a, axes, out, keepdims)
 
 
@@ -147,6 +149,28 @@ def _spec(op: str, t: str, fp64: bool) -> tuple:
     return "long", "long", "0", step, "acc", f"{bt} best = 0;"
 
 
+def _merge(op: str, t: str, fp64: bool):
+    """The statement folding one part's accumulator ``v`` into ``acc`` for a split walk
+    (:func:`._kernels.launch_reduce`), or None where the walk must not be split
+    (argmax/argmin, whose accumulator is an index). Sums, products and extremes fold
+    with their own step (``v`` then has the accumulator's type, which their steps take;
+    max/min read ``j`` only as "the first part"); truth tests fold their truth values."""
+    if op == "any":
+        return "acc = acc || v;"
+    if op == "all":
+        return "acc = acc && v;"
+    if op == "count_nonzero":
+        return "acc += v;"
+    if op in ("sum", "mean", "prod", "max", "min"):
+        return _spec(op, t, fp64)[3]
+    return None
+
+
+def _reduce_op(a, axis, keepdims, op: str, fp64: bool):
+    t = _ct(a.dtype)
+    return _reduce(a, axis, keepdims, *_spec(op, t, fp64), merge=_merge(op, t, fp64))
+
+
 def _acc_for(t, fp64):
     if fp64 and t == "float":
         return "double"
@@ -158,20 +182,20 @@ def _acc_for(t, fp64):
 def sum(a, /, *, axis=None, dtype=None, keepdims=False):
     """Sum over ``axis``; ``dtype`` (a DType or None) is the accumulation and result dtype."""
     a = _widen(a, dtype)
-    return _reduce(a, axis, keepdims, *_spec("sum", _ct(a.dtype), _has_fp64(a)))
+    return _reduce_op(a, axis, keepdims, "sum", _has_fp64(a))
 
 
 def prod(a, /, *, axis=None, dtype=None, keepdims=False):
     """Product over ``axis``; ``dtype`` (a DType or None) is the accumulation and result dtype."""
     a = _widen(a, dtype)
-    return _reduce(a, axis, keepdims, *_spec("prod", _ct(a.dtype), False))
+    return _reduce_op(a, axis, keepdims, "prod", False)
 
 
 def _extreme(a, axis, keepdims, op):
     t = _ct(a.dtype)
     if t in _REAL_OF:  # NumPy orders complex numbers lexicographically
         return _ARG_HOST[op](a, axis=axis, keepdims=keepdims)
-    return _reduce(a, axis, keepdims, *_spec(op, t, False))
+    return _reduce_op(a, axis, keepdims, op, False)
 
 
 def max(a, /, *, axis=None, keepdims=False):
@@ -186,7 +210,7 @@ def min(a, /, *, axis=None, keepdims=False):
 
 def mean(a, /, *, axis=None, keepdims=False):
     """Arithmetic mean of a floating array over ``axis`` (NaN for an empty reduction)."""
-    return _reduce(a, axis, keepdims, *_spec("mean", _ct(a.dtype), _has_fp64(a)))
+    return _reduce_op(a, axis, keepdims, "mean", _has_fp64(a))
 
 
 def var(a, /, *, axis=None, correction=0.0, keepdims=False):
@@ -213,7 +237,8 @@ def var(a, /, *, axis=None, correction=0.0, keepdims=False):
     dof = m - correction
     final = (f"({out_t})(acc / (({racc})m - ({racc}){float(correction)!r}))" if dof > 0
              else f"({out_t})NAN")
-    return _reduce(dev, axes, keepdims, out_t, racc, f"({racc})0", step, final)
+    return _reduce(dev, axes, keepdims, out_t, racc, f"({racc})0", step, final,
+                   merge="acc += v;")
 
 
 def std(a, /, *, axis=None, correction=0.0, keepdims=False):
@@ -224,15 +249,15 @@ def std(a, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 def any(a, /, *, axis=None, keepdims=False):
-    return _reduce(a, axis, keepdims, *_spec("any", _ct(a.dtype), False))
+    return _reduce_op(a, axis, keepdims, "any", False)
 
 
 def all(a, /, *, axis=None, keepdims=False):
-    return _reduce(a, axis, keepdims, *_spec("all", _ct(a.dtype), False))
+    return _reduce_op(a, axis, keepdims, "all", False)
 
 
 def count_nonzero(a, /, *, axis=None, keepdims=False):
-    return _reduce(a, axis, keepdims, *_spec("count_nonzero", _ct(a.dtype), False))
+    return _reduce_op(a, axis, keepdims, "count_nonzero", False)
 
 
 def _arg(a, axis, keepdims, op):
