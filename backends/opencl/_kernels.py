@@ -796,27 +796,43 @@ def _reduce_part_kernel(member, prefix: str) -> str:
     """The first step of a split reduction: work-item ``i`` reduces part ``i % P`` of
     output ``i / P``'s walk into ``out[i]`` (the accumulator, no final)."""
     _, in_ct, acc_ct, init, step, _pre = member
-    body = [
-        "  const tredlayout *L = &L_;",
-        "  long i = get_global_id(0);", "  if (i >= n) return;",
-        "  long r = i / P, part = i % P, c;",
-        "  long base = po;",
+    body = _output_base("i / P") + ["  long part = i % P;"]
+    # element part + j * P of the output's walk, j counting this part's elements
+    body += ["  long cnt = part < m ? (m - 1 - part) / P + 1 : 0;", f"  {acc_ct} acc = {init};"]
+    body += _walk(in_ct, step, "cnt", "part + j * P")
+    body.append("  out[i] = acc;")
+    return (f"__kernel void q{prefix}(long n, long m, long P, "
+            f"__global {acc_ct} *out, __global const {in_ct} *p, long po, tredlayout L_)\n{{\n"
+            + "\n".join(body) + "\n}\n")
+
+
+def _output_base(index: str) -> list:
+    """Kernel lines: work-item ``i`` (none past ``n``) and ``base``, the offset of output
+    ``index``'s first reduced element (from the kept axes' coordinates of that output; the
+    outermost is what is left)."""
+    return [
+        "  const tredlayout *L = &L_;", "  long i = get_global_id(0);", "  if (i >= n) return;",
+        f"  long r = {index}, c;", "  long base = po;",
         "  for (int k = (int)L->nk - 1; k > 0; --k) {",
         "    c = r % L->kd[k]; r = r / L->kd[k]; base += c * L->ks[k];",
         "  }",
         "  base += r * L->ks[0];",
-        # element e = part + j * P of the output's walk, j counting this part's elements
-        "  long cnt = part < m ? (m - 1 - part) / P + 1 : 0;",
-        f"  {acc_ct} acc = {init};",
-        "  if (L->nr <= 1) {",
+    ]
+
+
+def _walk(in_ct: str, step: str, count: str, index: str) -> list:
+    """Kernel lines: ``step`` on ``v``, element ``index`` (a C expression of ``j``) of the
+    output's reduced walk, for ``j`` from 0 below ``count``."""
+    return [
+        "  if (L->nr <= 1) {",  # one reduced axis (after coalescing): a strided walk
         "    long rs = L->rs[0];",
-        "    for (long j = 0; j < cnt; ++j) {",
-        f"      {in_ct} v = p[base + (part + j * P) * rs];",
+        f"    for (long j = 0; j < {count}; ++j) {{",
+        f"      {in_ct} v = p[base + ({index}) * rs];",
         f"      {step}",
         "    }",
         "  } else {",
-        "    for (long j = 0; j < cnt; ++j) {",
-        "      long q = part + j * P, off = base;",
+        f"    for (long j = 0; j < {count}; ++j) {{",
+        f"      long q = {index}, off = base;",
         "      for (int k = (int)L->nr - 1; k > 0; --k) {",
         "        c = q % L->rd[k]; q = q / L->rd[k]; off += c * L->rs[k];",
         "      }",
@@ -825,11 +841,7 @@ def _reduce_part_kernel(member, prefix: str) -> str:
         f"      {step}",
         "    }",
         "  }",
-        "  out[i] = acc;",
     ]
-    return (f"__kernel void q{prefix}(long n, long m, long P, "
-            f"__global {acc_ct} *out, __global const {in_ct} *p, long po, tredlayout L_)\n{{\n"
-            + "\n".join(body) + "\n}\n")
 
 
 def _reduce_kernel(member, prefix: str) -> str:
@@ -838,39 +850,12 @@ def _reduce_kernel(member, prefix: str) -> str:
     value = f"({final})"
     if out_ct == "bool":
         value = f"(uchar)({value} != 0)"
-    body = [
-        "  const tredlayout *L = &L_;",
-        "  long i = get_global_id(0);", "  if (i >= n) return;", "  long r = i, c;",
-        "  long base = po;",
-        # The kept axes' coordinates of output element i (the outermost is what is left).
-        "  for (int k = (int)L->nk - 1; k > 0; --k) {",
-        "    c = r % L->kd[k]; r = r / L->kd[k]; base += c * L->ks[k];",
-        "  }",
-        "  base += r * L->ks[0];",
-        f"  {acc_ct} acc = {init};",
-    ]
+    body = _output_base("i")
+    body.append(f"  {acc_ct} acc = {init};")
     if decl:
         body.append(f"  {decl}")
-    body += [
-        "  if (L->nr <= 1) {",  # one reduced axis (after coalescing): a strided walk
-        "    long rs = L->rs[0];",
-        "    for (long j = 0; j < mw; ++j) {",
-        f"      {in_ct} v = p[base + j * rs];",
-        f"      {step}",
-        "    }",
-        "  } else {",
-        "    for (long j = 0; j < mw; ++j) {",
-        "      long q = j, off = base;",
-        "      for (int k = (int)L->nr - 1; k > 0; --k) {",
-        "        c = q % L->rd[k]; q = q / L->rd[k]; off += c * L->rs[k];",
-        "      }",
-        "      off += q * L->rs[0];",
-        f"      {in_ct} v = p[off];",
-        f"      {step}",
-        "    }",
-        "  }",
-        f"  out[i] = {value};",
-    ]
+    body += _walk(in_ct, step, "mw", "j")
+    body.append(f"  out[i] = {value};")
     return (f"__kernel void r{prefix}(long n, long mw, long m, __global {out_t} *out, "
             f"__global const {in_ct} *p, long po, tredlayout L_)\n{{\n"
             + "\n".join(body) + "\n}\n")

@@ -249,6 +249,33 @@ _PROBES = {
 _probed: dict = {}  # (context, macro) -> bool
 
 
+def group_kernels(func: str, context, dtype, file: str, names: tuple, wg_max: int = 256):
+    """``(kernels, work-group size, CPU device?, compute units)`` of ``file``'s kernels
+    ``names`` that sum in work-groups (``-DWG``, see tessera_group.h): WG is 1 on CPU
+    devices (a work-item per contiguous chunk), else the largest power of two up to
+    ``wg_max`` the device allows. Callers keep the result per context and dtype."""
+    dev = context.devices[0]
+    cpu = is_cpu(dev)
+    wg = 1 if cpu else 1 << (min(wg_max, dev.max_work_group_size).bit_length() - 1)
+    opts = dtype_options(func, dtype, dev, extra=(f"-DWG={wg}",) + probe_options(context))
+    kernels = tuple(kernel(context, file, opts, name) for name in names)
+    return kernels, wg, cpu, max(1, dev.max_compute_units)
+
+
+def group_geometry(n: int, wg: int, cpu: bool, units: int, parts_max: int) -> tuple:
+    """``(chunk, partial sums, global size)`` for summing ``n`` elements in work-groups
+    (:func:`group_kernels`): on CPU devices contiguous chunks, a multiple of 16 elements,
+    about 8 per compute unit; on GPUs at most ``parts_max`` work-groups of ``wg`` over a
+    grid-stride loop (chunk 1)."""
+    if cpu:
+        chunk = max(16, -(-n // min(parts_max, 8 * units)))
+        chunk = -(-chunk // 16) * 16
+        parts = max(1, -(-n // chunk))
+        return chunk, parts, parts
+    parts = max(1, min(parts_max, -(-n // wg)))
+    return 1, parts, parts * wg
+
+
 def probe_options(context) -> tuple:
     """``-D`` macros for the optional compiler features ``context``'s device accepts.
 

@@ -50,14 +50,9 @@ _setup: dict = {}  # (context, dtype) -> (kernels, work-group size, CPU device?,
 def _kernels(context, dtype):
     hit = _setup.get((context, dtype))
     if hit is None:
-        dev = context.devices[0]
-        cpu = _programs.is_cpu(dev)
-        wg = 1 if cpu else 1 << (min(WG_MAX, dev.max_work_group_size).bit_length() - 1)
-        opts = _programs.dtype_options("cg", dtype, dev, extra=(f"-DWG={wg}",)
-                                       + _programs.probe_options(context))
         names = ("tessera_cg_dot", "tessera_cg_direction", "tessera_cg_update")
-        kernels = tuple(_programs.kernel(context, FILE, opts, nm) for nm in names)
-        hit = _setup[(context, dtype)] = (kernels, wg, cpu, max(1, dev.max_compute_units))
+        hit = _setup[(context, dtype)] = _programs.group_kernels("cg", context, dtype, FILE,
+                                                                 names, WG_MAX)
     return hit
 
 
@@ -93,15 +88,8 @@ class FusedCG:
         self.preconditioned = bool(preconditioned)
         (self._dot, self._dir, self._upd), wg, cpu, units = _kernels(r.context, r.dtype)
         n = r.shape[0]
-        if cpu:  # contiguous chunks, a multiple of 16 elements, about 8 per compute unit
-            chunk = max(16, -(-n // min(PMAX, 8 * units)))
-            chunk = -(-chunk // 16) * 16
-            self.np = max(1, -(-n // chunk))
-            gsize = self.np
-        else:
-            chunk = 1
-            self.np = max(1, min(wg, -(-n // wg)))
-            gsize = self.np * wg
+        # (at most wg partial sums: the kernels load them into a work-group's memory)
+        chunk, self.np, gsize = _programs.group_geometry(n, wg, cpu, units, min(PMAX, wg))
         self._head = (np.int64(n), np.int64(chunk))
         self._gs, self._ls = (gsize,), (wg,)
         self._np = np.int32(self.np)

@@ -41,32 +41,15 @@ FILE = "dot.cl"
 PMAX = 256  # the most partial sums of one dot product
 WG_MAX = 256  # work-group size on GPUs (a power of two, clamped to the device's)
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
-_setup: dict = {}  # (context, dtype) -> (part kernel, sum kernel, work-group size, CPU?, units)
+_setup: dict = {}  # (context, dtype) -> ((part, sum kernels), work-group size, CPU?, units)
 
 
 def _kernels_for(context, dtype):
     hit = _setup.get((context, dtype))
     if hit is None:
-        dev = context.devices[0]
-        cpu = _programs.is_cpu(dev)
-        wg = 1 if cpu else 1 << (min(WG_MAX, dev.max_work_group_size).bit_length() - 1)
-        opts = _programs.dtype_options("vecdot", dtype, dev, extra=(f"-DWG={wg}",)
-                                       + _programs.probe_options(context))
-        part = _programs.kernel(context, FILE, opts, "tessera_dot_part")
-        total = _programs.kernel(context, FILE, opts, "tessera_dot_sum")
-        hit = _setup[(context, dtype)] = (part, total, wg, cpu, max(1, dev.max_compute_units))
+        hit = _setup[(context, dtype)] = _programs.group_kernels(
+            "vecdot", context, dtype, FILE, ("tessera_dot_part", "tessera_dot_sum"), WG_MAX)
     return hit
-
-
-def _geometry(n: int, wg: int, cpu: bool, units: int) -> tuple:
-    """``(chunk, number of partial sums, global size)`` for ``n`` elements."""
-    if cpu:  # contiguous chunks, a multiple of 16 elements, about 8 per compute unit
-        chunk = max(16, -(-n // min(PMAX, 8 * units)))
-        chunk = -(-chunk // 16) * 16
-        parts = max(1, -(-n // chunk))
-        return chunk, parts, parts
-    parts = max(1, min(PMAX, -(-n // wg)))
-    return 1, parts, parts * wg
 
 
 def _check(func, x, y):
@@ -95,8 +78,8 @@ def dot(x, y, conj=False):
     if n == 0:
         _programs.zero_fill(queue, out)
         return out
-    part_k, sum_k, wg, cpu, units = _kernels_for(x.context, x.dtype)
-    chunk, parts, gsize = _geometry(n, wg, cpu, units)
+    (part_k, sum_k), wg, cpu, units = _kernels_for(x.context, x.dtype)
+    chunk, parts, gsize = _programs.group_geometry(n, wg, cpu, units, PMAX)
     part = _kernels.empty(queue, (parts,), x.dtype)
     xo, (xs,) = _kernels.layout(x)
     yo, (ys,) = _kernels.layout(y)

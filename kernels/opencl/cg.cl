@@ -32,29 +32,13 @@
 // (WG == 1): one contiguous chunk of `chunk` elements per work-item (vectorized sums).
 
 #include "tessera_types.h"
+#include "tessera_group.h"
 
 #if WG > 1
 #define MINE(i) for (long i = get_global_id(0); i < n; i += get_global_size(0))
 #else
 #define MINE(i) for (long i = get_global_id(0) * chunk, e_ = min(n, i + chunk); i < e_; ++i)
 #endif
-
-// The work-group's sum of acc into dst[group].
-inline void group_store(const T acc, __local T *red, __global T *dst)
-{
-#if WG > 1
-    const int lid = get_local_id(0);
-    red[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s) red[lid] += red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) dst[get_group_id(0)] = red[0];
-#else
-    dst[get_group_id(0)] = acc;
-#endif
-}
 
 // part[0] + part[1] + ... + part[np - 1] in that order, in every work-item (np <= WG).
 inline T partial_sum(__global const T *part, const int np, __local T *sh)

@@ -18,6 +18,7 @@
 //            is a function of n and the device). No FMA contraction (tessera_types.h).
 
 #include "tessera_types.h"
+#include "tessera_group.h"
 
 #ifdef TESSERA_COMPLEX
 #define CONJ(a) ((T)((a).x, -(a).y))
@@ -33,9 +34,9 @@ void tessera_dot_part(const long n, const long chunk, const int cj,
 {
     __global const T *xv = x + x_off;
     __global const T *yv = y + y_off;
+    __local T red[WG];
     T acc = ZERO;
 #if WG > 1
-    __local T red[WG];
     const long step = get_global_size(0);
     if (cj) {
         for (long i = get_global_id(0); i < n; i += step)
@@ -43,14 +44,6 @@ void tessera_dot_part(const long n, const long chunk, const int cj,
     } else {
         for (long i = get_global_id(0); i < n; i += step) acc += MUL(xv[i * x_s], yv[i * y_s]);
     }
-    const int lid = get_local_id(0);
-    red[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s) red[lid] += red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) part[get_group_id(0)] = red[0];
 #else
     const long lo = get_global_id(0) * chunk;
     const long hi = lo + chunk < n ? lo + chunk : n;
@@ -67,8 +60,8 @@ void tessera_dot_part(const long n, const long chunk, const int cj,
     } else {
         for (long i = lo; i < hi; ++i) acc += MUL(xv[i * x_s], yv[i * y_s]);
     }
-    part[get_group_id(0)] = acc;
 #endif
+    group_store(acc, red, part);
 }
 
 __kernel void tessera_dot_sum(const int np, __global const T *part, __global T *out,
