@@ -233,7 +233,7 @@ def register_kernel_fallbacks(registry, backend_name: str) -> None:
         if (key.op, key.dtype, key.variant) in have:
             continue
         launcher = host.lookup(key.op, key.backend, key.dtype, key.variant)
-        tag = f"kernel {key.op}" + ("" if key.variant == "default" else f"[{key.variant}]")
+        tag = f"kernel {key.op}"
         fn = wrapped.get((tag, launcher))
         if fn is None:
             # Kernels may update their operands in place (optimizer steps, axpy):

@@ -12,9 +12,8 @@ their sums along the axis (the reduction kernel, one work-item per result). Thes
 the kernels' orders, not BLAS's (agreeing with NumPy to rounding); the Krylov solvers,
 whose generic path needs the host BLAS's order, take it explicitly (backends/opencl/
 dot.py). Booleans and integers run one generated kernel (a plain loop; integers wrap as
-NumPy's do). ``vector_norm`` and ``matrix_norm`` (but its
-SVD-based ords) are reductions here; the factorizations and solvers run through the host
-fallback.
+NumPy's do). ``vector_norm`` and ``matrix_norm`` (but its SVD-based ords) are reductions
+here; the factorizations and solvers run through the host fallback.
 
 Measured (2-core AMD EPYC, PoCL 3.0, one core: ``taskset -c 0 python -m
 tessera_array.backends.opencl._ops_linalg``; medians, alternating rep by rep, load
@@ -225,8 +224,8 @@ def vecdot(a, b, axis: int = -1):
     """``sum(conj(a) * b)`` along the negative ``axis``, other axes broadcast.
 
     Floating dtypes: the dot kernel for two vectors, else products and sums (see the
-    module docstring); booleans and
-    integers as a stack of (1, K) @ (K, 1) products of the generated matmul kernel.
+    module docstring); booleans and integers as a stack of (1, K) @ (K, 1) products of
+    the generated matmul kernel.
     """
     if a.dtype.kind in "fc":
         if len(a.shape) == 1 and len(b.shape) == 1:
@@ -289,14 +288,9 @@ def _two_norm(a, axes, keepdims):
         else:
             step = "acc += (double)v * (double)v;"
         return _norm_reduce(a, axes, keepdims, "double", "0", step, "(float)sqrt(acc)")
-    nd = len(a.shape)
-    red = tuple(range(nd)) if axes is None else tuple(axes)
-    n_out, m = 1, 1
-    for d in range(nd):
-        if d in red:
-            m *= a.shape[d]
-        else:
-            n_out *= a.shape[d]
+    red = range(len(a.shape)) if axes is None else axes
+    m = math.prod(a.shape[d] for d in red)
+    n_out = math.prod(n for d, n in enumerate(a.shape) if d not in red)
     if _kernels.split_parts(a.queue, n_out, m) > 1:
         # Few long walks: LAPACK's scaled sum has two accumulators and no split; the
         # p-norm's (the largest |v| first, then sum (|v| / max)**2) splits both passes.
