@@ -106,6 +106,7 @@ def _try_load(name, obj) -> None:
             _failed[name] = (reason() if reason is not None else None) or "not available"
             return
         obj.load()
+        _check_contract(obj)
         obj.register(registry)
     except Exception as err:
         _failed[name] = f"load failed: {type(err).__name__}: {err}"
@@ -117,6 +118,22 @@ def _try_load(name, obj) -> None:
         dev._backend = obj
         dev.backend_name = obj.name
         dev.ops = obj.ops
+
+
+def _check_contract(obj) -> None:
+    """Refuse a loaded backend that lacks a required member or an ``ops`` name (the
+    contract of :mod:`._backend_api`): it would fail only when that name is first used."""
+    from ._backend_api import OPS, missing_required
+
+    lacks = missing_required(obj)
+    if lacks:
+        raise TypeError(f"the backend lacks the required members {', '.join(lacks)} "
+                        f"(tessera_array._backend_api.MEMBERS)")
+    ops = obj.ops
+    lacks = [n for n in OPS if not callable(getattr(ops, n, None))]
+    if lacks:
+        raise TypeError(f"its ops namespace lacks {', '.join(lacks)} "
+                        f"(tessera_array._backend_api.OPS)")
 
 
 def add_backend(backend) -> None:
