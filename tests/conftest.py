@@ -16,143 +16,31 @@ present (``backend.plausibly_present()`` finds evidence such as ``/dev/nvidia0``
 but did not load is a louder matter: a ``BackendLoadWarning`` at collection and a
 red line in the terminal summary name the backend, the reason and the fix.
 
+The plain logic lives in tests/_gate.py (also the module-level gate of the
+backend-specific test files); this file holds pytest's hooks. A required backend that
+did not load fails each of its ``device`` tests, and the run as a whole even when no
+collected test takes ``device``.
+
 Tests are written once against ``xp`` and ``device`` and compared with NumPy.
 """
 
 from __future__ import annotations
 
-import os
 import types
 import warnings
 
 import pytest
+from _gate import (  # tests/ is on sys.path (conformance/conftest.py adds it)
+    MissingBackend,
+    evidence_of,
+    parse_names,
+    plan_devices,
+    required_names,
+    selected_names,
+)
 
 import tessera_array as xp
 from tessera_array import _discovery
-
-TEST_BACKENDS_ENV = "TESSERA_TEST_BACKENDS"
-REQUIRE_BACKENDS_ENV = "TESSERA_REQUIRE_BACKENDS"
-
-
-# ---- the gate (plain functions; tests/test_backends.py calls them directly) --------
-
-
-class MissingBackend:
-    """The ``device`` value standing for a backend that did not load.
-
-    Tests never receive it: collection turns it into a skip, or into a failure when
-    the backend is required.
-    """
-
-    # Recognised by this attribute, not by class: conformance/conftest.py loads this
-    # file a second time under another module name.
-    is_missing_backend = True
-
-    def __init__(self, name, reason, evidence=None, required=False, fix=None):
-        self.name = name
-        self.reason = reason or "not available"
-        self.evidence = evidence
-        self.required = required
-        self.fix = fix
-
-    def __repr__(self):
-        return f"MissingBackend({self.name!r}, {self.reason!r})"
-
-    def __str__(self):
-        return self.name
-
-    @property
-    def skip_reason(self) -> str:
-        if self.evidence:
-            return (f"{self.name}: present ({self.evidence}) but did not load: {self.reason}")
-        return f"{self.name}: {self.reason}"
-
-    @property
-    def failure_message(self) -> str:
-        return (f"{REQUIRE_BACKENDS_ENV} names {self.name!r}, but it did not load. "
-                f"{self.skip_reason}. Fix: {self.fix_text}")
-
-    @property
-    def fix_text(self) -> str:
-        if self.fix:
-            return self.fix
-        return (f"make its library and driver work (`python -m tessera_array info` shows "
-                f"every backend's status), or leave it out with "
-                f"{TEST_BACKENDS_ENV}=<the other backends>.")
-
-    def warning_text(self) -> str:
-        return (f"tessera_array backend {self.name!r} looks present ({self.evidence}) but did "
-                f"not load: {self.reason}. Its device tests are skipped (they fail under "
-                f"{REQUIRE_BACKENDS_ENV}={self.name}). Fix: {self.fix_text}")
-
-
-def parse_names(text) -> set | None:
-    """``"numpy, opencl"`` -> ``{"numpy", "opencl"}``; None or blank -> None."""
-    if not text or not text.strip():
-        return None
-    return {n.strip() for n in text.split(",") if n.strip()}
-
-
-def evidence_of(backend) -> str | None:
-    """What ``backend.plausibly_present()`` says, or None (never raises)."""
-    probe = getattr(backend, "plausibly_present", None)
-    if probe is None:
-        return None
-    try:
-        return probe() or None
-    except Exception as err:  # a crashing probe is evidence of something, reported
-        return f"plausibly_present() raised {type(err).__name__}: {err}"
-
-
-def plan_devices(status_rows, selected=None, required=None):
-    """Decide the ``device`` parameter.
-
-    Parameters
-    ----------
-    status_rows : list of (name, backend or None, reason or None)
-        As :func:`tessera_array._discovery.backend_status` returns them.
-    selected : set of str or None
-        ``TESSERA_TEST_BACKENDS``; None runs every known backend.
-    required : set of str or None
-        ``TESSERA_REQUIRE_BACKENDS``; always included, and their skips fail.
-
-    Returns
-    -------
-    params : list
-        Devices of loaded backends, then a :class:`MissingBackend` for each
-        backend that did not load.
-    broken : list of MissingBackend
-        Backends that look present but did not load (to warn about).
-    """
-    required = set(required or ())
-    wanted = None if selected is None else set(selected) | required
-    params, broken, seen = [], [], set()
-    loaded = []
-    for name, backend, reason in status_rows:
-        seen.add(name)
-        if reason is None and backend is not None:
-            loaded.append(backend)
-            continue
-        evidence = evidence_of(backend) if backend is not None else None
-        missing = MissingBackend(name, reason, evidence, required=name in required,
-                                 fix=getattr(backend, "fix_hint", None))
-        if evidence:
-            broken.append(missing)
-        if wanted is None or name in wanted:
-            params.append(missing)
-    devices = []
-    for backend in sorted(loaded, key=lambda b: -b.priority):
-        if wanted is None or backend.name in wanted:
-            devices.extend(backend.devices())
-    known = ", ".join(sorted(seen)) or "none"
-    for name in sorted((wanted or set()) - seen):
-        params.append(MissingBackend(
-            name,
-            f"no backend of that name is known (known: {known}; third-party backends "
-            f"register through the entry-point group {_discovery.ENTRY_POINT_GROUP!r})",
-            required=name in required,
-        ))
-    return devices + params, broken
 
 
 def param_id(value) -> str:
@@ -173,9 +61,10 @@ class RequiredBackendMissing(pytest.Item):
         return self.path, None, self.name
 
 
-def apply_gate(items: list) -> None:
+def apply_gate(items: list) -> int:
     """Skip (or, for required backends, replace by a failing item) every collected
-    test whose ``device`` is a :class:`MissingBackend`."""
+    test whose ``device`` is a :class:`MissingBackend`; returns how many were replaced."""
+    replaced = 0
     for i, item in enumerate(items):
         callspec = getattr(item, "callspec", None)
         value = callspec.params.get("device") if callspec is not None else None
@@ -185,11 +74,12 @@ def apply_gate(items: list) -> None:
             stand_in = RequiredBackendMissing.from_parent(
                 item.parent, name=item.name, missing=value
             )
-            for mark in item.iter_markers():
-                stand_in.add_marker(mark)
+            stand_in.own_markers.extend(item.iter_markers())
             items[i] = stand_in
+            replaced += 1
         else:
             item.add_marker(pytest.mark.skip(reason=value.skip_reason))
+    return replaced
 
 
 def _gate(config):
@@ -197,8 +87,8 @@ def _gate(config):
     if gate is None:
         params, broken = plan_devices(
             _discovery.backend_status(),
-            parse_names(os.environ.get(TEST_BACKENDS_ENV)),
-            parse_names(os.environ.get(REQUIRE_BACKENDS_ENV)),
+            selected_names(),
+            required_names(),
         )
         gate = types.SimpleNamespace(params=params, broken=broken, warned=False)
         config._tessera_gate = gate
@@ -249,11 +139,30 @@ def pytest_collection_modifyitems(session, config, items):
         gate.warned = True
         for missing in gate.broken:
             warnings.warn(_discovery.BackendLoadWarning(missing.warning_text()), stacklevel=1)
-    apply_gate(items)
+    gate.failing_items = apply_gate(items)
+
+
+def _required_missing(gate) -> list:
+    return [p for p in gate.params if getattr(p, "is_missing_backend", False) and p.required]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # A required backend that did not load fails the run even where no collected test
+    # took ``device`` (so none was replaced by a failing stand-in).
+    gate = _gate(session.config)
+    missing = _required_missing(gate)
+    if missing and not getattr(gate, "failing_items", 0) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        gate.run_failed_for = missing
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     gate = _gate(config)
+    if not getattr(gate, "run_failure_reported", False):
+        gate.run_failure_reported = True
+        for missing in getattr(gate, "run_failed_for", ()):
+            terminalreporter.write_line(f"FAILED (the run): {missing.failure_message}",
+                                        red=True)
     if gate.broken and not getattr(gate, "summarised", False):
         gate.summarised = True
         terminalreporter.write_sep(

@@ -171,6 +171,13 @@ def test_selection_narrows_and_requires(add_fake, tessera_gate):
     assert [str(p) for p in params] == ["cpu", "nosuch"]
     assert re.search(r"nosuch: no backend of that name is known \(known: .*numpy",
                      params[1].skip_reason)
+    # Required but unknown, with no selection: it fails as a known one that did not load.
+    params, _ = plan(rows, required={"nosuch"})
+    (unknown,) = [p for p in params if str(p) == "nosuch"]
+    assert unknown.required
+    assert unknown.failure_message.startswith(
+        "TESSERA_REQUIRE_BACKENDS names 'nosuch', but it did not load. nosuch: no backend of "
+        "that name is known")
 
 
 def test_evidence_probe_that_raises(tessera_gate):
@@ -262,6 +269,36 @@ def test_gate_selection_and_unknown_required(inner_project):
     assert rc == 1, out
     assert "1 failed, 1 passed" in out
     assert "nosuch: no backend of that name is known" in out
+
+
+def test_gate_required_unknown_backend_fails_without_a_selection(inner_project):
+    rc, out = _run_inner(inner_project, TESSERA_REQUIRE_BACKENDS="nosuch")
+    assert rc == 1, out
+    assert "FAILED test_inner.py::test_dev[nosuch]" in out
+    assert "TESSERA_REQUIRE_BACKENDS names 'nosuch', but it did not load" in out
+
+
+def test_gate_required_backend_fails_a_run_without_device_tests(inner_project, tmp_path):
+    (tmp_path / "conftest.py").write_text((inner_project / "conftest.py").read_text())
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
+    (tmp_path / "pytest.ini").write_text((inner_project / "pytest.ini").read_text())
+    rc, out = _run_inner(tmp_path, TESSERA_REQUIRE_BACKENDS="nosuch")
+    assert rc == 1, out
+    assert "1 passed" in out
+    assert "FAILED (the run): TESSERA_REQUIRE_BACKENDS names 'nosuch'" in out
+    rc, out = _run_inner(tmp_path)
+    assert rc == 0, out
+
+
+def test_backend_specific_modules_gate_through_the_gate_module():
+    """No test module skips itself at module level: tests/_gate.py does, so that
+    TESSERA_REQUIRE_BACKENDS turns each such skip into a failure."""
+    offenders = [
+        p.name for p in sorted(TESTS_DIR.glob("*.py")) + sorted(
+            (TESTS_DIR.parent / "conformance").glob("*.py"))
+        if p.name != "_gate.py" and re.search(r"allow_module_level\s*=", p.read_text())
+    ]
+    assert offenders == []
 
 
 # ---- entry points ----------------------------------------------------------------------

@@ -12,16 +12,14 @@ import subprocess
 import sys
 import warnings
 
+import _gate
 import numpy as np
 import pytest
 
 import tessera_array as xp
-from tessera_array import _discovery, _helpers
+from tessera_array import _helpers
 
-_loaded = _discovery.loaded_backends()
-if "opencl" not in _loaded:
-    _status = {n: r for n, _, r in _discovery.backend_status()}
-    pytest.skip(f"opencl: {_status.get('opencl', 'not known')}", allow_module_level=True)
+BACKEND = _gate.require_backend("opencl")
 
 from tessera_array.backends.numpy import _ops as host_ops
 from tessera_array.backends.opencl import (
@@ -33,7 +31,6 @@ from tessera_array.backends.opencl import (
     set_host_fallback,
 )
 
-BACKEND = _loaded["opencl"]
 DEV = BACKEND.devices()[0]
 HAS_FP64 = BACKEND.capabilities(DEV)["float64"]
 SEED = 20261130

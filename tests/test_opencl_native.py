@@ -15,21 +15,17 @@ import subprocess
 import sys
 import warnings
 
+import _gate
 import numpy as np
 import pytest
 
 import tessera_array as xp
-from tessera_array import _discovery
 
-_loaded = _discovery.loaded_backends()
-if "opencl" not in _loaded:
-    _status = {n: r for n, _, r in _discovery.backend_status()}
-    pytest.skip(f"opencl: {_status.get('opencl', 'not known')}", allow_module_level=True)
+BACKEND = _gate.require_backend("opencl")
 
 import pyopencl as cl
 from tessera_array.backends.opencl import _fallback, _kernels, set_host_fallback
 
-BACKEND = _loaded["opencl"]
 DEV = BACKEND.devices()[0]
 HAS_FP64 = BACKEND.capabilities(DEV)["float64"]
 SEED = 20261130
