@@ -1,0 +1,68 @@
+// tessera/warp.cuh: reductions across the lanes of a warp (CUDA) or wavefront (HIP).
+//
+// What it defines
+//   tessera::shfl_down<WARP>(v, delta): lane i reads lane i + delta of its WARP-wide
+//     group (float, double, int, unsigned, long long and the complex types of types.cuh).
+//   tessera::warp_sum<WARP>(v): the sum over the WARP lanes, in lane 0 (a tree: lanes
+//     i and i + WARP/2, then i + WARP/4, ...; the order is fixed, so results repeat
+//     bit for bit on one device).
+//   tessera::warp_max<WARP>(v): the maximum, in lane 0.
+// WARP is a template parameter everywhere, never a literal: 32 on NVIDIA GPUs and on
+//   AMD RDNA (gfx10xx/gfx11xx in wave32), 64 on AMD CDNA (gfx90a, gfx942); the launcher
+//   reads it from the device (CuPy's device attribute warpSize) and names it in the
+//   kernel's template arguments.
+// Layout: none. Launch geometry: the block size is a multiple of WARP; every lane of the
+//   group calls the function (full-mask shuffles).
+// Accumulation: in the argument's type.
+// Numerical caveats: a tree sum, not a sequential one: results differ from a sequential
+//   sum by rounding (a few ulps times log2(WARP)).
+// Reference: CUDA C++ Programming Guide, "Warp Shuffle Functions"; HIP Programming
+//   Guide, "Warp cross-lane functions" (__shfl_down without a mask, width up to 64).
+
+#ifndef TESSERA_WARP_CUH
+#define TESSERA_WARP_CUH
+
+#include "tessera/types.cuh"
+
+namespace tessera {
+
+template <int WARP, typename T> __device__ __forceinline__ T shfl_down(T v, int delta)
+{
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+    return __shfl_down(v, delta, WARP);
+#else
+    static_assert(WARP <= 32, "CUDA warps are 32 lanes wide");
+    return __shfl_down_sync(0xffffffffu, v, delta, WARP);
+#endif
+}
+
+template <int WARP> __device__ __forceinline__ cfloat shfl_down(cfloat v, int delta)
+{
+    return cfloat{shfl_down<WARP>(v.re, delta), shfl_down<WARP>(v.im, delta)};
+}
+template <int WARP> __device__ __forceinline__ cdouble shfl_down(cdouble v, int delta)
+{
+    return cdouble{shfl_down<WARP>(v.re, delta), shfl_down<WARP>(v.im, delta)};
+}
+
+template <int WARP, typename T> __device__ __forceinline__ T warp_sum(T v)
+{
+#pragma unroll
+    for (int delta = WARP / 2; delta > 0; delta >>= 1)
+        v = add(v, shfl_down<WARP>(v, delta));
+    return v;
+}
+
+template <int WARP, typename T> __device__ __forceinline__ T warp_max(T v)
+{
+#pragma unroll
+    for (int delta = WARP / 2; delta > 0; delta >>= 1) {
+        T o = shfl_down<WARP>(v, delta);
+        v = (o > v || o != o) ? o : v;  // NaN propagates
+    }
+    return v;
+}
+
+}  // namespace tessera
+
+#endif  // TESSERA_WARP_CUH
