@@ -118,6 +118,17 @@ def execute(args, *, suites=None, root=None, timer=None, settings=None,
             suite_rows.append({"name": name, "status": "not yet implemented", "reason": reason})
             continue
         try:
+            reason = suite.unavailable_reason(device)
+        except Exception as err:  # a device probe that breaks is reported, and fails the run
+            suite_rows.append({"name": name, "status": "error",
+                               "reason": f"error while checking its device: "
+                                         f"{type(err).__name__}: {err}"})
+            continue
+        if reason is not None:
+            suite_rows.append({"name": name, "status": "unavailable", "reason": reason,
+                               "description": suite.description})
+            continue
+        try:
             declared = list(suite.load()(ctx))
         except Exception as err:  # a broken suite is reported, and fails the run
             suite_rows.append({"name": name, "status": "error",

@@ -61,6 +61,11 @@ def markdown(doc: dict) -> str:
         "peer time measured back to back (lower is better; 1.00 = no overhead). target: the "
         "ratio the benchmark should stay at or below (reported, not enforced)."
     )
+    own_timers = {}
+    for res in doc["benchmarks"]:
+        t = res.get("timers")
+        if t and set(t.values()) != {doc["timing"]["timer"]}:
+            own_timers.setdefault(res["suite"], set()).add((t["tessera"], t["peer"]))
     lines = [
         f"# tessera_array benchmarks: {doc['backend']} backend on {doc['device']['device']}",
         "",
@@ -69,6 +74,9 @@ def markdown(doc: dict) -> str:
         versions,
         f"- commit: {commit}; run at {doc['created']}",
         timing,
+        *(f"- suite {suite} times with its own clocks: "
+          + "; ".join(f"tessera {a}, peer {b}" for a, b in sorted(pairs))
+          for suite, pairs in own_timers.items()),
         "",
         legend,
         "",
