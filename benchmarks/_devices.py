@@ -133,9 +133,10 @@ class Needs:
     peers: tuple = ()
     peer_check: Callable[[DeviceFacts], str | None] | None = None
 
-    def wanted(self) -> str:
-        what = f"{self.vendor + ' ' if self.vendor else ''}{self.backend} "
-        return what + ("GPU" if self.gpu else "device")
+    def wanted(self, plural: bool = False) -> str:
+        """``opencl GPU from NVIDIA`` (``opencl GPUs from NVIDIA`` when ``plural``)."""
+        kind = ("GPU" if self.gpu else "device") + ("s" if plural else "")
+        return f"{self.backend} {kind}" + (f" from {self.vendor}" if self.vendor else "")
 
     def _misfit(self, f: DeviceFacts) -> str | None:
         """None when ``f`` is a device these needs accept, else what it is instead."""
@@ -165,7 +166,8 @@ class Needs:
                     fitting.append(f)
                 else:
                     seen.append(f.describe())
-            text = f"measures an {self.wanted()}; this run's device, {here.describe()}, {misfit}"
+            text = (f"runs on {self.wanted(plural=True)}; this run's device, "
+                    f"{here.describe()}, {misfit}")
             if fitting:
                 text += f": run it with --device {fitting[0].describe()}"
             elif seen:

@@ -25,8 +25,6 @@ The solutions must agree (max |x - x_cupy| / max |x_cupy| within 1e-6 in float64
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from ._opencl import CORE_SOURCES, needs_dtype
@@ -51,8 +49,8 @@ QUICK_CASES = (("poisson", 128), ("poisson+jacobi", 128), ("dense spd", 513))
 
 
 def cg_path(fused: bool):
-    """A context manager under which ``sparse.linalg.cg`` takes its fused device steps
-    (``fused=True``) or the generic path (False).
+    """A reusable context manager under which ``sparse.linalg.cg`` takes its fused device
+    steps (``fused=True``) or the generic path (False).
 
     The suite's one contact with how cg chooses: today the module flag
     ``tessera_array.sparse.linalg._isolve.FUSED``; point this function at the
@@ -66,17 +64,23 @@ def cg_path(fused: bool):
     if not hasattr(_isolve, "FUSED"):
         raise Unavailable("cg has no fused-vs-generic switch that benchmarks/"
                           "krylov_vs_cupy.cg_path knows; repoint cg_path at its seam")
+    return _FlagPath(_isolve, fused)
 
-    @contextlib.contextmanager
-    def chosen():
-        keep = _isolve.FUSED
-        _isolve.FUSED = fused
-        try:
-            yield
-        finally:
-            _isolve.FUSED = keep
 
-    return chosen()
+class _FlagPath:
+    """Sets ``module.FUSED`` for the block and restores it (reusable, not reentrant)."""
+
+    def __init__(self, module, fused: bool):
+        self._module, self._fused, self._keep = module, fused, None
+
+    def __enter__(self):
+        self._keep = self._module.FUSED
+        self._module.FUSED = self._fused
+        return self
+
+    def __exit__(self, *exc):
+        self._module.FUSED = self._keep
+        return False
 
 
 def _poisson(k):

@@ -608,7 +608,7 @@ def test_needs_say_why_a_device_suite_cannot_run(monkeypatch):
 
     cuda = _devices.Needs("cuda", gpu=True, peers=("cupy",))
     why = cuda.unavailable_reason("cpu")
-    assert "measures an cuda GPU" in why and "no cuda device is loaded here" in why
+    assert "runs on cuda GPUs;" in why and "no cuda device is loaded here" in why
 
     peer = _devices.Needs("opencl", peers=("tessera_no_such_peer_module",),
                           peer_check=lambda f: "never consulted while a module is missing")
