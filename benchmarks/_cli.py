@@ -168,6 +168,15 @@ def execute(args, *, suites=None, root=None, timer=None, settings=None,
     results = _core.run_benchmarks(benches, timer=timer, settings=settings, root=root,
                                    progress=progress)
     progress.close()
+    for row in suite_rows:
+        if row["status"] != "ran" or getattr(suites[row["name"]], "info", None) is None:
+            continue
+        try:
+            info = suites[row["name"]].info(ctx)
+        except Exception as err:  # reported beside the suite; the ratios still stand
+            info = {"error": f"{type(err).__name__}: {err}"}
+        if info:
+            row["info"] = info
 
     dev_info = _machine.device_info(device)
     doc = {

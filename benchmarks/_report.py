@@ -122,6 +122,13 @@ def markdown(doc: dict) -> str:
         if notes:
             lines += ["", "Not measured:", ""] + notes
         lines.append("")
+    notes = [s for s in doc["suites"] if s.get("info")]
+    if notes:
+        lines += ["## Suite notes", ""]
+        for s in notes:
+            for key, value in s["info"].items():
+                lines.append(f"- {s['name']}, {key}: {_info_text(value)}")
+        lines.append("")
     skipped = [s for s in doc["suites"] if s["status"] != "ran"]
     if skipped:
         lines += ["## Suites not run", ""]
@@ -145,6 +152,14 @@ def markdown(doc: dict) -> str:
             lines += ["", f"Note: {note}"]
         lines.append("")
     return "\n".join(lines)
+
+
+def _info_text(value) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_info_text(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return str(value)
 
 
 def write_json(doc: dict, path) -> None:

@@ -54,6 +54,14 @@ class Suite:
             return None
         return importlib.import_module(self.module).benchmarks
 
+    def info(self, ctx):
+        """What the suite reports beside its ratios (``info(ctx) -> dict`` in its
+        module: cold and warm compile times, say), or None where it has none."""
+        if self.module is None:
+            return None
+        describe = getattr(importlib.import_module(self.module), "info", None)
+        return None if describe is None else describe(ctx)
+
     def not_implemented_reason(self):
         """None when the suite exists; otherwise why it cannot run."""
         if self.module is not None:

@@ -29,9 +29,21 @@ of its own side (``Benchmark.settle_s``, ``prime``): OpenBLAS's worker threads s
 for ~0.1 s after a NumPy call, and a call timed right after NumPy's shares the cores
 with them (4097^2 float32 on PoCL: 20.4 ms right after NumPy's call, 9.7 ms 0.3 s
 later). Both sides' results are compared before timing.
+
+Beside the ratios, :func:`info` reports each program's cold and warm call: the first
+call of a launcher in a fresh process whose program caches are empty (``TESSERA_CACHE_DIR``
+and PoCL's cache pointed at an empty folder, NVIDIA's disabled), so it includes the
+build, and the second call.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -263,3 +275,63 @@ def benchmarks(ctx) -> list:
 
 def _vk_check(t, p, ns):
     close("fft against pyvkfft", t.get(), p.get(), 1e-4)
+
+
+# Run in a fresh process: the first call of each launcher (its program built from
+# source, the caches empty) and the second, in ms, as JSON on stdout.
+_COLD_WARM = r"""
+import json, sys, time
+import numpy as np
+import tessera_array as xp
+from tessera_array import launchers
+
+dev, quick = sys.argv[1], sys.argv[2] == "1"
+rng = np.random.default_rng(0)
+
+def put(h):
+    return launchers.native(xp.asarray(h, device=dev))
+
+f32 = xp.float32
+a, x = put(rng.standard_normal((257, 257), dtype=np.float32)), put(np.ones(257, np.float32))
+cases = {"matvec.cl float32": lambda: launchers.launcher("matvec", dev, f32)(a, x)}
+if not quick:
+    idx, ptr = put(np.arange(257, dtype=np.int32)), put(np.arange(258, dtype=np.int32))
+    p, g, m = ([put(np.ones(1000, np.float32))] for _ in range(3))
+    z = put(np.ones((4, 4096), np.complex64))
+    kw = {"lr": 0.01, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0,
+          "nesterov": False, "maximize": False, "first": False}
+    cases.update({
+        "spmv.cl float32": lambda: launchers.launcher("spmv", dev, f32)(
+            x, idx, ptr, (257, 257), x),
+        "optim.cl float32": lambda: launchers.launcher("sgd_step", dev, f32)(p, g, m, **kw),
+        "fft.cl complex64": lambda: launchers.launcher("fft_c2c", dev, xp.complex64)(
+            z, (4096,), (1,), "backward", True),
+    })
+out = {}
+for name, call in cases.items():
+    times = []
+    for _ in range(2):
+        t = time.perf_counter()
+        call()
+        x.queue.finish()
+        times.append((time.perf_counter() - t) * 1e3)
+    out[name] = {"cold_ms": round(times[0], 2), "warm_ms": round(times[1], 3)}
+print(json.dumps(out))
+"""
+
+
+def info(ctx) -> dict:
+    """Cold (first, building) and warm call times of the launchers' programs, in ms."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="tessera-cold-") as tmp:
+        env = dict(os.environ, TESSERA_CACHE_DIR=tmp, POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
+                   CUDA_CACHE_DISABLE="1")
+        proc = subprocess.run(
+            [sys.executable, "-c", _COLD_WARM, str(ctx.device), "1" if ctx.quick else "0"],
+            cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return {"compile": f"the cold-start process failed ({proc.returncode}): {tail[0]}"}
+    return {"compile (first call in a fresh process, caches empty / second call)":
+            json.loads(proc.stdout.strip().splitlines()[-1])}
+

@@ -52,7 +52,7 @@ alpha's class for ``axpy``): kernel, geometry, the NumPy scalar arguments and th
 result's layout. A new key runs the full checks (same errors, same order) and builds
 the plan (:func:`_plan`, :func:`_axpy_plan`); ``_setup`` holds both, cleared at
 :data:`~._launch.PLANS_MAX` entries. The plans cut the launcher's own Python to
-0.31-0.44x of the checked call on PoCL (``python -m benchmarks --suite opencl_launch``);
+0.31-0.44x of the checked call on PoCL (the ``opencl_launch`` suite times a call now);
 what is left is the result's allocation (2.3 us) and the plan key (0.6 us).
 
 Registered for float32, complex64, float64 and complex128 (the last two only with
