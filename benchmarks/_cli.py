@@ -118,6 +118,17 @@ def execute(args, *, suites=None, root=None, timer=None, settings=None,
             suite_rows.append({"name": name, "status": "not yet implemented", "reason": reason})
             continue
         try:
+            reason = suite.unavailable_reason(device)
+        except Exception as err:  # a device probe that breaks is reported, and fails the run
+            suite_rows.append({"name": name, "status": "error",
+                               "reason": f"error while checking its device: "
+                                         f"{type(err).__name__}: {err}"})
+            continue
+        if reason is not None:
+            suite_rows.append({"name": name, "status": "unavailable", "reason": reason,
+                               "description": suite.description})
+            continue
+        try:
             declared = list(suite.load()(ctx))
         except Exception as err:  # a broken suite is reported, and fails the run
             suite_rows.append({"name": name, "status": "error",
@@ -157,6 +168,15 @@ def execute(args, *, suites=None, root=None, timer=None, settings=None,
     results = _core.run_benchmarks(benches, timer=timer, settings=settings, root=root,
                                    progress=progress)
     progress.close()
+    for row in suite_rows:
+        if row["status"] != "ran" or getattr(suites[row["name"]], "info", None) is None:
+            continue
+        try:
+            info = suites[row["name"]].info(ctx)
+        except Exception as err:  # reported beside the suite; the ratios still stand
+            info = {"error": f"{type(err).__name__}: {err}"}
+        if info:
+            row["info"] = info
 
     dev_info = _machine.device_info(device)
     doc = {

@@ -18,11 +18,14 @@ garbage collector is off while timing.
 
 Timers
 ------
-:class:`HostTimer` reads ``time.perf_counter_ns``. :class:`CudaEventTimer` is the
-hook for GPU devices (CUDA, or ROCm through CuPy's HIP build): it records a CUDA
-event before and after the batch and synchronizes on the second, so queued
-device work is counted. It is chosen by :func:`timer_for` for devices of kind
-``cuda``/``rocm``; no such backend exists yet, so it is not exercised.
+:class:`HostTimer` reads ``time.perf_counter_ns``. :class:`CudaEventTimer` records a
+CUDA event (CuPy) before and after the batch and synchronizes on the second, so
+queued device work is counted; :func:`timer_for` picks it for devices of kind
+``cuda``/``rocm``. :class:`OpenclMarkerTimer` does the same with profiling markers on
+an OpenCL queue, and :class:`DrainedQueueTimer` times the host's part of a batch of
+launches (its queue drained, untimed, before each batch). A benchmark whose two
+sides need different clocks (an OpenCL kernel against a CuPy one, each timed on its
+own device) names them in ``Benchmark.timers``; the others use the run's timer.
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ __all__ = [
     "QUICK",
     "Benchmark",
     "CudaEventTimer",
+    "DrainedQueueTimer",
     "HostTimer",
+    "OpenclMarkerTimer",
     "Settings",
     "Unavailable",
     "make_loop",
@@ -87,6 +92,19 @@ class Benchmark:
         Seconds idle before each timed batch of either side (0: none), so that one
         side's leftover threads (OpenBLAS's spinning workers) do not run into the
         other side's batch. Part of the definition.
+    prime : bool
+        With ``settle_s``: after the pause, one untimed call of the side's own before
+        its timed batch, so each side is timed in its own steady state (NumPy's BLAS
+        threads awake for NumPy's batch, asleep for the other side's). Part of the
+        definition.
+    batch : int or None
+        Calls per timed batch; None calibrates it (``Settings.batch_ns``). ``1`` times
+        each call on its own, as device-timed single launches are. Part of the
+        definition.
+    timers : callable or None
+        ``timers(namespace) -> (tessera timer, peer timer)``, called after ``setup()``;
+        None: the run's timer for both sides. Its ``__name__`` is part of the
+        definition.
     """
 
     suite: str
@@ -101,6 +119,9 @@ class Benchmark:
     target: float | None = None
     check: Callable | None = None
     settle_s: float = 0.0
+    prime: bool = False
+    batch: int | None = None
+    timers: Callable[[dict], tuple] | None = None
 
     @property
     def id(self) -> str:
@@ -115,6 +136,10 @@ class Benchmark:
             "peer_name": self.peer_name,
             "params": self.params,
             **({"settle_s": self.settle_s} if self.settle_s else {}),
+            **({"prime": True} if self.prime else {}),
+            **({"batch": self.batch} if self.batch is not None else {}),
+            **({"timers": getattr(self.timers, "__name__", repr(self.timers))}
+               if self.timers is not None else {}),
         }
 
 
@@ -163,10 +188,9 @@ class HostTimer:
 class CudaEventTimer:
     """Device time between two CUDA events (CuPy), synchronized at the end of a batch.
 
-    Not exercised yet: no CUDA/ROCm backend exists. When the device is busy from
-    the start of a batch to its end, the elapsed event time is the batch's wall
-    time on the device; host-side launch overhead shows up as idle gaps between
-    kernels, so tiny ops are still charged for it.
+    When the device is busy from the start of a batch to its end, the elapsed event
+    time is the batch's wall time on the device; host-side launch overhead shows up
+    as idle gaps between kernels, so tiny ops are still charged for it.
     """
 
     name = "cuda-events"
@@ -186,6 +210,52 @@ class CudaEventTimer:
         # sync: waits for the batch's device work to finish.
         self._end.synchronize()
         return int(self._cupy.cuda.get_elapsed_time(self._begin, self._end) * 1e6)
+
+
+class OpenclMarkerTimer:
+    """Device time between two profiling markers on an OpenCL ``queue`` (made with
+    ``PROFILING_ENABLE``), finished at the end of a batch: from the end of the first
+    marker (the queue empty before the batch) to the end of the last command, launch
+    gaps and the Python of the calls included, as :class:`CudaEventTimer` counts."""
+
+    name = "opencl-markers"
+
+    def __init__(self, queue):
+        import pyopencl as cl
+
+        self._cl = cl
+        self._queue = queue
+
+    def start(self):
+        # sync: an empty queue first, so the batch's span starts at its first command.
+        self._queue.finish()
+        return self._cl.enqueue_marker(self._queue)
+
+    def stop(self, token) -> int:
+        end = self._cl.enqueue_marker(self._queue)
+        # sync: waits for the batch's device work to finish.
+        self._queue.finish()
+        return int(end.profile.end - token.profile.end)
+
+
+class DrainedQueueTimer:
+    """The host's share of a batch of launches: ``queue.finish()`` (untimed) before the
+    batch, then thread CPU time (``time.thread_time_ns``) of the calls alone, so the
+    device work they queue, and other processes on a shared machine, are not counted."""
+
+    name = "thread-cpu, queue drained"
+
+    def __init__(self, queue):
+        self._queue = queue
+
+    def start(self) -> int:
+        # sync: nothing of an earlier batch still queued.
+        self._queue.finish()
+        return time.thread_time_ns()
+
+    @staticmethod
+    def stop(token: int) -> int:
+        return time.thread_time_ns() - token
 
 
 def timer_for(device):
@@ -231,25 +301,32 @@ def _quartiles(values):
 
 
 def measure(tessera_loop, peer_loop, namespace: dict, timer, settings: Settings,
-            settle_s: float = 0.0) -> dict:
+            settle_s: float = 0.0, *, peer_timer=None, batch: int | None = None,
+            prime: bool = False) -> dict:
     """Time two compiled loops side by side; medians per call, in ns, and their ratio.
 
-    ``settle_s``: seconds idle before every batch (see :class:`Benchmark`)."""
+    ``settle_s``, ``prime``, ``batch``: as in :class:`Benchmark`. ``peer_timer``: the
+    peer's clock where it differs from the tessera side's ``timer``."""
+    sides = ((tessera_loop, timer), (peer_loop, peer_timer or timer))
 
-    def run(loop, n):
+    def run(side, n):
+        loop, clock = side
         if settle_s:
             time.sleep(settle_s)
-        return loop(n, timer.start, timer.stop, namespace)
+            if prime:
+                loop(1, clock.start, clock.stop, namespace)
+        return loop(n, clock.start, clock.stop, namespace)
 
+    tessera, peer = sides
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for _ in range(settings.warmup):
-            run(tessera_loop, 1)
-            run(peer_loop, 1)
-        n = 1
-        while True:
-            t = max(run(tessera_loop, n), run(peer_loop, n))
+            run(tessera, 1)
+            run(peer, 1)
+        n = 1 if batch is None else batch
+        while batch is None:
+            t = max(run(tessera, n), run(peer, n))
             if t >= settings.batch_ns or n >= _MAX_BATCH:
                 break
             grow = settings.batch_ns / max(t, 1) * 1.1
@@ -258,11 +335,11 @@ def measure(tessera_loop, peer_loop, namespace: dict, timer, settings: Settings,
         t0 = time.perf_counter()
         for r in range(settings.rounds):
             if r % 2 == 0:
-                a = run(tessera_loop, n)
-                b = run(peer_loop, n)
+                a = run(tessera, n)
+                b = run(peer, n)
             else:
-                b = run(peer_loop, n)
-                a = run(tessera_loop, n)
+                b = run(peer, n)
+                a = run(tessera, n)
             tessera_ns.append(a / n)
             peer_ns.append(b / n)
             paired.append(a / b if b > 0 else math.inf)
@@ -401,7 +478,20 @@ def _run_one(bench: Benchmark, res: dict, timer, settings: Settings) -> None:
         res.update(status="error", reason=f"check failed: {type(err).__name__}: {err}")
         return
     del t_val, p_val
-    res.update(measure(t_loop, p_loop, namespace, timer, settings, bench.settle_s))
+    t_timer = p_timer = timer
+    if bench.timers is not None:
+        try:
+            t_timer, p_timer = bench.timers(namespace)
+        except Unavailable as err:
+            res.update(status="unavailable", reason=str(err))
+            return
+        except Exception as err:
+            res.update(status="error", reason=f"timers raised {type(err).__name__}: {err}")
+            return
+    res["timers"] = {side: getattr(t, "name", type(t).__name__)
+                     for side, t in (("tessera", t_timer), ("peer", p_timer))}
+    res.update(measure(t_loop, p_loop, namespace, t_timer, settings, bench.settle_s,
+                       peer_timer=p_timer, batch=bench.batch, prime=bench.prime))
     res["status"] = "ok"
     target = bench.target
     res["meets_target"] = None if target is None else res["ratio"] <= target

@@ -8,10 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["device_info", "git_info", "library_versions", "machine_info"]
+__all__ = ["cpu_model", "device_info", "git_info", "library_versions", "machine_info"]
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The host CPU's model name."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -57,7 +58,7 @@ def machine_info() -> dict:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "python": platform.python_version(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cores_logical": os.cpu_count(),
         "cores_usable": usable,
         "memory_gib": _memory_gib(),
@@ -68,25 +69,33 @@ def machine_info() -> dict:
 
 def device_info(device) -> dict:
     """The device, its backend, and the driver (``n/a`` for the host backend)."""
+    from ._devices import facts
+
     backend = device._backend
     try:
         versions = dict(backend.versions())
     except Exception as err:  # a backend that cannot say still gets measured
         versions = {"error": f"{type(err).__name__}: {err}"}
-    driver = None
-    for key, value in versions.items():
-        if "driver" in key.lower():
-            driver = f"{key} {value}"
-            break
+    try:
+        f = facts(device)
+    except Exception as err:  # described as far as it goes
+        f = None
+        versions["facts"] = f"{type(err).__name__}: {err}"
+    driver = None if f is None else f.driver
     if driver is None:
         driver = "n/a (host CPU backend)" if backend.is_host else "not reported by the backend"
+    if f is None:
+        description = str(device)
+    else:
+        description = f.name + (f" ({f.platform})" if f.platform else "")
     return {
         "device": str(device),
         "kind": device.kind,
         "backend": backend.name,
-        "description": (
-            _cpu_model() if device.kind == "cpu" else versions.get("device", str(device))
-        ),
+        "description": description,
+        "label": "cpu" if f is None and backend.is_host else (
+            str(device).replace(":", "") if f is None else f.label),
+        "is_gpu": None if f is None else f.is_gpu,
         "driver": driver,
         "backend_versions": versions,
     }

@@ -1,6 +1,8 @@
 """Baselines and the ratchet.
 
-A baseline, ``baselines/<backend>-<device>.json``, stores per benchmark the
+A baseline, ``baselines/<backend>-<device label>.json`` (``numpy-cpu.json``,
+``opencl-nvidia-h200.json``: the label names the device's model, so a CPU driver's
+baseline and a GPU's never share a file), stores per benchmark the
 tessera/peer *ratio* (never a time: ratios survive a busier machine far better)
 with the fingerprint of the sources it measured. ``--record`` writes it on
 purpose; ``--ratchet`` compares a run with it:
@@ -33,6 +35,7 @@ __all__ = [
     "Verdict",
     "baseline_path",
     "compare",
+    "device_label",
     "load_baseline",
     "record_baseline",
 ]
@@ -61,11 +64,15 @@ class Verdict:
 
 
 def device_label(device) -> str:
-    """``cpu``, ``cuda0``: the device as it appears in a baseline's file name."""
-    return str(device).replace(":", "")
+    """``cpu``, ``nvidia-h200``: the device as it appears in a baseline's file name
+    (:attr:`benchmarks._devices.DeviceFacts.label`)."""
+    from ._devices import facts
+
+    return facts(device).label
 
 
 def baseline_path(directory, backend: str, device) -> Path:
+    """``<directory>/<backend>-<device label>.json``."""
     return Path(directory) / f"{backend}-{device_label(device)}.json"
 
 

@@ -61,6 +61,11 @@ def markdown(doc: dict) -> str:
         "peer time measured back to back (lower is better; 1.00 = no overhead). target: the "
         "ratio the benchmark should stay at or below (reported, not enforced)."
     )
+    own_timers = {}
+    for res in doc["benchmarks"]:
+        t = res.get("timers")
+        if t and set(t.values()) != {doc["timing"]["timer"]}:
+            own_timers.setdefault(res["suite"], set()).add((t["tessera"], t["peer"]))
     lines = [
         f"# tessera_array benchmarks: {doc['backend']} backend on {doc['device']['device']}",
         "",
@@ -69,6 +74,9 @@ def markdown(doc: dict) -> str:
         versions,
         f"- commit: {commit}; run at {doc['created']}",
         timing,
+        *(f"- suite {suite} times with its own clocks: "
+          + "; ".join(f"tessera {a}, peer {b}" for a, b in sorted(pairs))
+          for suite, pairs in own_timers.items()),
         "",
         legend,
         "",
@@ -114,6 +122,13 @@ def markdown(doc: dict) -> str:
         if notes:
             lines += ["", "Not measured:", ""] + notes
         lines.append("")
+    notes = [s for s in doc["suites"] if s.get("info")]
+    if notes:
+        lines += ["## Suite notes", ""]
+        for s in notes:
+            for key, value in s["info"].items():
+                lines.append(f"- {s['name']}, {key}: {_info_text(value)}")
+        lines.append("")
     skipped = [s for s in doc["suites"] if s["status"] != "ran"]
     if skipped:
         lines += ["## Suites not run", ""]
@@ -137,6 +152,14 @@ def markdown(doc: dict) -> str:
             lines += ["", f"Note: {note}"]
         lines.append("")
     return "\n".join(lines)
+
+
+def _info_text(value) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_info_text(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return str(value)
 
 
 def write_json(doc: dict, path) -> None:

@@ -4,12 +4,20 @@ Each row names a suite, what it measures, the tessera_array feature it needs
 (``module:attribute``) and the module that declares its benchmarks. A suite
 without a module is listed and reported as "not yet implemented" with the
 reason, never silently left out; ``--suite all`` runs the suites that exist.
+
+A device suite's row also says what it needs (:class:`~benchmarks._devices.Needs`:
+a device of a backend, a GPU, a vendor, its peer's modules). On a run whose device
+(``--device``) or peer does not fit, the suite is reported ``unavailable`` with the
+reason and is not loaded. Adding one, say matvec against cuBLAS on a CUDA GPU, is a
+row here, ``Needs("cuda", gpu=True, peers=("cupy",))``, and a module.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from ._devices import Needs, cupy_on_same_gpu
 
 __all__ = ["SUITES", "Suite", "SuiteContext", "family_status"]
 
@@ -19,7 +27,7 @@ class SuiteContext:
     """What a suite's ``benchmarks(ctx)`` receives."""
 
     xp: object  # the tessera_array namespace
-    device: object  # the Device measured
+    device: object  # the Device measured (a device suite's: one its Needs accept)
     quick: bool
 
 
@@ -29,19 +37,30 @@ class Suite:
 
     ``module`` is a dotted module with ``benchmarks(ctx) -> list[Benchmark]``, or
     None while the suite is not written; ``family`` is the feature it measures,
-    ``"module:attribute"``, probed to say whether the feature itself exists yet.
+    ``"module:attribute"``, probed to say whether the feature itself exists yet;
+    ``needs``, for a device suite, the device and peer it runs with (None: the
+    suite judges the run's device itself, benchmark by benchmark).
     """
 
     name: str
     description: str
     family: str
     module: str | None = None
+    needs: Needs | None = field(default=None, kw_only=True)
 
     def load(self):
         """The suite's ``benchmarks`` function, or None when not implemented."""
         if self.module is None:
             return None
         return importlib.import_module(self.module).benchmarks
+
+    def info(self, ctx):
+        """What the suite reports beside its ratios (``info(ctx) -> dict`` in its
+        module: cold and warm compile times, say), or None where it has none."""
+        if self.module is None:
+            return None
+        describe = getattr(importlib.import_module(self.module), "info", None)
+        return None if describe is None else describe(ctx)
 
     def not_implemented_reason(self):
         """None when the suite exists; otherwise why it cannot run."""
@@ -51,6 +70,13 @@ class Suite:
         if exists:
             return f"{detail} exists, but no benchmark suite is written for it yet"
         return f"the {self.name} family does not exist yet ({detail})"
+
+    def unavailable_reason(self, device):
+        """None when the suite can run on ``device``; otherwise why not (no such device
+        here, or its peer is missing), from :attr:`needs`."""
+        if self.needs is None:
+            return None
+        return self.needs.unavailable_reason(device)
 
 
 def family_status(family: str):
@@ -97,6 +123,49 @@ SUITES = {
             "Adam / AdamW / Adafactor steps against torch.optim (foreach) on the CPU",
             "tessera_array.optim:Adam",
             "benchmarks.optim",
+        ),
+        # ---- device suites ----
+        Suite(
+            "opencl_kernels",
+            "OpenCL launchers (matvec, spmv, optimizer steps, FFT) against the NumPy "
+            "backend's on the same host data",
+            "tessera_array.launchers:launcher",
+            "benchmarks.opencl_kernels",
+            needs=Needs("opencl"),
+        ),
+        Suite(
+            "opencl_launch",
+            "host time of an OpenCL launcher call on tiny inputs against bare PyOpenCL "
+            "enqueues",
+            "tessera_array.launchers:launcher",
+            "benchmarks.opencl_launch",
+            needs=Needs("opencl"),
+        ),
+        Suite(
+            "opencl_ops",
+            "the namespace's native OpenCL matmul and sort against the host path (copy "
+            "out, NumPy, copy back)",
+            "tessera_array:matmul",
+            "benchmarks.opencl_ops",
+            needs=Needs("opencl"),
+        ),
+        Suite(
+            "opencl_vs_cupy",
+            "OpenCL launchers and namespace products on an NVIDIA GPU against CuPy "
+            "(cuBLAS, cuSPARSE, elementwise kernels, cuFFT) on the same GPU",
+            "tessera_array.launchers:launcher",
+            "benchmarks.opencl_vs_cupy",
+            needs=Needs("opencl", gpu=True, vendor="NVIDIA", peers=("cupy",),
+                        peer_check=cupy_on_same_gpu),
+        ),
+        Suite(
+            "krylov_vs_cupy",
+            "cg solves on an OpenCL GPU (fused device steps and the generic path) "
+            "against cupyx.scipy.sparse.linalg.cg on the same GPU",
+            "tessera_array.sparse.linalg:cg",
+            "benchmarks.krylov_vs_cupy",
+            needs=Needs("opencl", gpu=True, vendor="NVIDIA", peers=("cupy",),
+                        peer_check=cupy_on_same_gpu),
         ),
     )
 }

@@ -1,32 +1,86 @@
-"""tessera's cg on an OpenCL GPU against CuPy's, same run: whole solves, per iteration.
+"""The krylov_vs_cupy suite: tessera's cg on an OpenCL GPU against CuPy's, same GPU.
 
-``python -m benchmarks.krylov_vs_cupy [--repeat N] [--iters M] [--json PATH]``
+Needs CuPy and a tessera ``opencl:N`` device on the same NVIDIA GPU (run with
+``--device opencl:N``). Each benchmark solves one system with
+``tessera_array.sparse.linalg.cg`` on that device and with
+``cupyx.scipy.sparse.linalg.cg`` on the same matrix, a fixed number of iterations
+(``rtol=atol=0``: neither stops early), both returning the solution on the host:
 
-Cases: 2-D Poisson 256² and 1024² (CSR), the latter also with a Jacobi preconditioner
-(``M = D^-1`` as a CSR diagonal on both sides), and a dense SPD matrix of 2049.
+=============  ======================================================================
+benchmark      tessera
+=============  ======================================================================
+cg_fused       the fused device steps (the default path there: dot products and
+               scalars on the device, four launches and one read per iteration)
+cg_generic     the generic path (dot products through the registered kernels, the
+               scalars on the host), chosen through :func:`cg_path`
+=============  ======================================================================
 
-Needs CuPy and a tessera ``opencl:N`` device on the same GPU (NVIDIA's OpenCL driver;
-``--device`` picks it, default ``opencl:0``). Each row solves one system with
-``tessera_array.sparse.linalg.cg`` on that device two ways, the fused device steps
-(the default path there, ``backends/opencl/cg.py``) and the generic path (dot products
-on the host's BLAS, as ``sparse.linalg._isolve.FUSED = False`` selects), and with
-``cupyx.scipy.sparse.linalg.cg`` on the same matrix. ``rtol=atol=0`` makes every solve
-run exactly ``--iters`` iterations; the time is host wall clock from the call to the
-returned solution (both solvers read a norm back every iteration), divided by the
-iterations; medians over reps that alternate the three. ``speed = cupy / tessera``
-(1.0: as fast as CuPy). The solutions of the three are compared after timing.
+Systems: 2-D Poisson 256^2 and 1024^2 (CSR), 1024^2 with a Jacobi preconditioner
+(``M = D^-1`` as a CSR diagonal on both sides), a dense SPD matrix of 2049; float32
+and float64; 50 iterations (``--quick``: Poisson 128^2 with and without Jacobi, dense
+513, 20 iterations). Host wall clock per solve; the ratio is tessera time / CuPy time.
+The solutions must agree (max |x - x_cupy| / max |x_cupy| within 1e-6 in float64,
+5e-2 in float32) before timing.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-import time
-
 import numpy as np
 
-__all__ = ["main", "run"]
+from ._opencl import CORE_SOURCES, needs_dtype
+
+__all__ = ["benchmarks", "cg_path"]
+
+_SOURCES = CORE_SOURCES + (
+    "tessera_array/sparse/*.py",
+    "tessera_array/sparse/linalg/*.py",
+    "backends/opencl/cg.py",
+    "backends/opencl/dot.py",
+    "backends/opencl/matvec.py",
+    "backends/opencl/sparse.py",
+    "kernels/opencl/cg.cl",
+    "kernels/opencl/dot.cl",
+    "kernels/opencl/matvec.cl",
+    "kernels/opencl/spmv.cl",
+)
+FULL_CASES = (("poisson", 256), ("poisson", 1024), ("poisson+jacobi", 1024),
+              ("dense spd", 2049))
+QUICK_CASES = (("poisson", 128), ("poisson+jacobi", 128), ("dense spd", 513))
+
+
+def cg_path(fused: bool):
+    """A reusable context manager under which ``sparse.linalg.cg`` takes its fused device
+    steps (``fused=True``) or the generic path (False).
+
+    The suite's one contact with how cg chooses: today the module flag
+    ``tessera_array.sparse.linalg._isolve.FUSED``; point this function at the
+    fused-vs-generic seam that replaces it, and nothing else in the suite changes.
+    Raises Unavailable where no such switch exists.
+    """
+    from tessera_array.sparse.linalg import _isolve
+
+    from ._core import Unavailable
+
+    if not hasattr(_isolve, "FUSED"):
+        raise Unavailable("cg has no fused-vs-generic switch that benchmarks/"
+                          "krylov_vs_cupy.cg_path knows; repoint cg_path at its seam")
+    return _FlagPath(_isolve, fused)
+
+
+class _FlagPath:
+    """Sets ``module.FUSED`` for the block and restores it (reusable, not reentrant)."""
+
+    def __init__(self, module, fused: bool):
+        self._module, self._fused, self._keep = module, fused, None
+
+    def __enter__(self):
+        self._keep = self._module.FUSED
+        self._module.FUSED = self._fused
+        return self
+
+    def __exit__(self, *exc):
+        self._module.FUSED = self._keep
+        return False
 
 
 def _poisson(k):
@@ -43,99 +97,81 @@ def _spd(n, seed=1):
     return q @ q.T / n + np.eye(n)
 
 
-def _cupy_cg(A, b, iters, M=None):
-    import cupyx.scipy.sparse.linalg as csla
+def _setup(ctx, kind, size, dtype, fused, iters):
+    def setup():
+        from ._core import Unavailable
 
-    try:
-        return csla.cg(A, b, rtol=0.0, atol=0.0, maxiter=iters, M=M)[0]
-    except TypeError:  # an older CuPy: tol instead of rtol
-        return csla.cg(A, b, tol=0.0, atol=0.0, maxiter=iters, M=M)[0]
+        try:
+            import cupy as cp
+            import cupyx.scipy.sparse as csp
+            import cupyx.scipy.sparse.linalg as csla
+        except ImportError as err:
+            raise Unavailable(f"CuPy (the peer) is not installed: {err}") from err
+        import scipy.sparse as sp
 
+        import tessera_array as xp
+        from tessera_array import launchers
+        from tessera_array.sparse import csr_array
+        from tessera_array.sparse.linalg import cg
 
-def run(device="opencl:0", repeat=5, iters=50, quick=False):
-    import cupy as cp
-    import cupyx.scipy.sparse as csp
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        path = cg_path(fused)  # raises Unavailable without a switch
+        host = (_poisson(size) if kind.startswith("poisson") else _spd(size)).astype(dtype)
+        if kind.startswith("poisson"):
+            a_t, a_c = csr_array(host, device=dev), csp.csr_matrix(host)
+        else:
+            a_t, a_c = xp.asarray(host, device=dev), cp.asarray(host)
+        m_t = m_c = None
+        if kind.endswith("jacobi"):  # M = D^-1 as a CSR diagonal on both sides
+            dinv = sp.diags_array(1.0 / host.diagonal()).tocsr().astype(dtype)
+            m_t, m_c = csr_array(dinv, device=dev), csp.csr_matrix(dinv)
+        b = np.random.default_rng(3).standard_normal(host.shape[0]).astype(dtype)
+        b_t, b_c = xp.asarray(b, device=dev), cp.asarray(b)
 
-    import tessera_array as xp
-    from tessera_array.sparse import csr_array
-    from tessera_array.sparse.linalg import _isolve, cg
+        def solve():
+            with path:
+                x, _ = cg(a_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=m_t)
+            return launchers.to_host(launchers.native(x), dev)
 
-    cases = [("poisson", 256), ("poisson", 1024), ("poisson+jacobi", 1024), ("dense spd", 2049)]
-    if quick:
-        cases = [("poisson", 128), ("poisson+jacobi", 128), ("dense spd", 513)]
-    rows = []
-    for kind, size in cases:
-        host = _poisson(size) if kind.startswith("poisson") else _spd(size)
-        jacobi = kind.endswith("jacobi")
-        n = host.shape[0]
-        b_h = np.random.default_rng(3).standard_normal(n)
-        for dtype in (np.float32, np.float64):
-            hm = host.astype(dtype)
-            if kind.startswith("poisson"):
-                A_t, A_c = csr_array(hm, device=device), csp.csr_matrix(hm)
-            else:
-                A_t, A_c = xp.asarray(hm, device=device), cp.asarray(hm)
-            M_t = M_c = None
-            if jacobi:  # M = D^-1 as a CSR diagonal on both sides
-                import scipy.sparse as sp
+        def cupy_solve():
+            try:
+                x = csla.cg(a_c, b_c, rtol=0.0, atol=0.0, maxiter=iters, M=m_c)[0]
+            except TypeError:  # an older CuPy: tol instead of rtol
+                x = csla.cg(a_c, b_c, tol=0.0, atol=0.0, maxiter=iters, M=m_c)[0]
+            return cp.asnumpy(x)
 
-                dinv = sp.diags_array(1.0 / hm.diagonal()).tocsr().astype(dtype)
-                M_t, M_c = csr_array(dinv, device=device), csp.csr_matrix(dinv)
-            b_t, b_c = xp.asarray(b_h.astype(dtype), device=device), cp.asarray(b_h.astype(dtype))
+        return {"solve": solve, "cupy_solve": cupy_solve}
 
-            def tessera(fused):
-                _isolve.FUSED = fused
-                try:
-                    x, _ = cg(A_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=M_t)
-                    return np.asarray(x.to_device("cpu"))
-                finally:
-                    _isolve.FUSED = True
-
-            def cupy():
-                x = _cupy_cg(A_c, b_c, iters, M_c)
-                return cp.asnumpy(x)
-
-            calls = {"fused": lambda: tessera(True), "generic": lambda: tessera(False),
-                     "cupy": cupy}
-            out = {k: f() for k, f in calls.items()}  # warm-up (compiles), and the results
-            times = {k: [] for k in calls}
-            for _ in range(repeat):
-                for k, f in calls.items():
-                    t = time.perf_counter()
-                    f()
-                    times[k].append((time.perf_counter() - t) / iters)
-            med = {k: statistics.median(v) for k, v in times.items()}
-            scale = np.abs(out["cupy"]).max()
-            diff = {k: float(np.abs(out[k] - out["cupy"]).max() / scale) for k in ("fused", "generic")}
-            row = {"case": f"cg {kind} {size}{'^2' if kind.startswith('poisson') else ''} "
-                           f"{np.dtype(dtype).name}", "n": n, "iters": iters,
-                   **{f"{k}_ms_per_iter": v * 1e3 for k, v in med.items()},
-                   "speed_fused": med["cupy"] / med["fused"],
-                   "speed_generic": med["cupy"] / med["generic"],
-                   "rel_diff_vs_cupy": diff}
-            rows.append(row)
-            print(f"{row['case']:<28} ms/iter: fused {row['fused_ms_per_iter']:7.3f}  generic "
-                  f"{row['generic_ms_per_iter']:7.3f}  cupy {row['cupy_ms_per_iter']:7.3f}  "
-                  f"speed fused {row['speed_fused']:5.2f}  generic {row['speed_generic']:5.2f}  "
-                  f"|x - x_cupy| / max|x_cupy|: {diff['fused']:.1e} / {diff['generic']:.1e}",
-                  flush=True)
-    return rows
+    return setup
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m benchmarks.krylov_vs_cupy")
-    p.add_argument("--device", default="opencl:0")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--iters", type=int, default=50)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", default=None)
-    args = p.parse_args(argv)
-    rows = run(args.device, args.repeat, args.iters, args.quick)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
-    return 0
+def _check(t, p, ns):
+    t, p = np.asarray(t), np.asarray(p)
+    tol = 1e-6 if p.dtype == np.float64 else 5e-2
+    err = float(np.abs(t - p).max() / max(float(np.abs(p).max()), 1e-300))
+    if not np.isfinite(err) or err > tol:
+        raise AssertionError(f"the solutions differ: max |x - x_cupy| / max |x_cupy| = "
+                             f"{err:.3g} > {tol}")
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def benchmarks(ctx) -> list:
+    from ._core import Benchmark
+
+    cases = QUICK_CASES if ctx.quick else FULL_CASES
+    iters = 20 if ctx.quick else 50
+    out = []
+    for fused in (True, False):
+        name = "cg_fused" if fused else "cg_generic"
+        for kind, size in cases:
+            label = f"{kind} {size}{'^2' if kind.startswith('poisson') else ''}"
+            for dtype in ("float32", "float64"):
+                out.append(Benchmark(
+                    suite="krylov_vs_cupy", name=name, variant=f"{label} {dtype}",
+                    tessera="solve()", peer="cupy_solve()",
+                    setup=_setup(ctx, kind, size, dtype, fused, iters), sources=_SOURCES,
+                    params={"label": f"{name} {label} {dtype}", "system": kind,
+                            "size": size, "dtype": dtype, "iterations_per_call": iters},
+                    peer_name="cupyx", check=_check,
+                ))
+    return out

@@ -1,343 +1,337 @@
-"""The OpenCL kernel launchers against the NumPy backend's, on the same inputs, same run.
+"""The opencl_kernels suite: OpenCL launchers against the NumPy backend's, same data.
 
-``python -m benchmarks.opencl_kernels [--quick] [--repeat N] [--json PATH]``
+Each benchmark times one launcher registered for an OpenCL device (PoCL on the CPU in
+CI; a GPU driver elsewhere) on device buffers, against the NumPy backend's launcher of
+the same op on the same host data, both looked up through ``tessera_array.launchers``.
+An OpenCL call includes its launch, the result's allocation from the backend's memory
+pool and the wait for its result (``finish``); inputs are on the device beforehand.
 
-Times each launcher of ``backends/opencl/{matvec,sparse,optim}.py`` on an OpenCL
-device (platform 0 device 0, or ``PYOPENCL_CTX``; PoCL on the CPU in CI) and the
-NumPy backend's launcher of the same op on the same host data, alternating the two
-sides rep by rep so that a shared machine's load falls on both. An OpenCL time
-includes the launch and ``queue.finish()`` (the result is ready), the output
-allocation through the arrays' allocator (the backend's memory pool, as the namespace's
-arrays have it), and nothing else: inputs are on the device beforehand. The matvec pairs wait
-:data:`BLAS_SETTLE_S` and make one untimed call before each timed call on either
-side, so that OpenBLAS's worker threads, which spin for ~0.1 s after a NumPy call,
-are awake for NumPy's timed call and asleep for OpenCL's.
+==============  =======================================================  ===========
+benchmark       launcher (quick sizes in brackets)                       target
+==============  =======================================================  ===========
+matvec          ``matvec`` scalar/warp, float32 513^2 2049^2 4097^2      <= 1.0
+                (257^2 1025^2), float64 at the largest where fp64 exists
+spmv            ``spmv`` scalar/warp, float32 2-D Poisson 512^2 (128^2)  -
+sgd/adam/adamw  the optimizer steps over 10 tensors of 1M (100k) float32,  <= 1.0
+                with and without ``check_finite``
+adafactor       ``adafactor_step``, 10 x 1000^2 (316^2) float32          <= 1.0
+fft             ``fft_c2c`` 64 x 4096, 64 x 4095 (Bluestein), 16 x 65536,  -
+                complex128 64 x 4096; ``fft_r2c`` float32 64 x 4096;
+                batches of 16 (4 for 65536) with ``--quick``
+fft_vkfft       ``fft_c2c`` against pyvkfft on the same device buffers,  -
+                where pyvkfft is installed (no wheel on PyPI)
+==============  =======================================================  ===========
 
-The ratio is ``numpy time / opencl time`` of the medians: 1.0 or more means the
-OpenCL kernel is at least as fast. Issue 7's target on PoCL: >= 1.0 for matvec and
-the optimizer steps. Also reported: the device and driver, the machine's load, and
-each program's cold (first, compiling) and warm call times.
+The ratio is tessera (OpenCL) time / NumPy time: at most 1.0 means the OpenCL
+kernel is at least as fast (issue 7's target for matvec and the optimizer steps). The
+matvec pairs time single calls, each after ``BLAS_SETTLE_S`` idle and one untimed call
+of its own side (``Benchmark.settle_s``, ``prime``): OpenBLAS's worker threads spin
+for ~0.1 s after a NumPy call, and a call timed right after NumPy's shares the cores
+with them (4097^2 float32 on PoCL: 20.4 ms right after NumPy's call, 9.7 ms 0.3 s
+later). Both sides' results are compared before timing.
 
-This is a separate module rather than a suite of ``benchmarks/_suites.py``: the
-suites time the tessera namespace on one device, while this compares two backends'
-launchers, below the namespace, in one process.
+Beside the ratios, :func:`info` reports each program's cold and warm call: the first
+call of a launcher in a fresh process whose program caches are empty (``TESSERA_CACHE_DIR``
+and PoCL's cache pointed at an empty folder, NVIDIA's disabled), so it includes the
+build, and the second call.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
-import time
-from functools import partial
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "run"]
+from ._opencl import close, dtype_of, family_sources, needs_dtype, poisson, put
 
-MATVEC_SIZES = (513, 2049, 4097)
-QUICK_MATVEC_SIZES = (257, 1025)
-OPTIM_LAYOUT = [(1_000_000,)] * 10
-QUICK_OPTIM_LAYOUT = [(100_000,)] * 10
-# OpenBLAS's worker threads spin for 2^28 TSC ticks (~0.11 s here;
-# OPENBLAS_THREAD_TIMEOUT=28, its default) after each threaded call before they sleep:
-# a call timed right after `a @ x` shares the cores with that spinning thread. Measured
-# on the 2-core EPYC (PoCL 3.0, load average 7, 4097^2 float32 matvec, medians of 21):
-# OpenCL 20.4 ms right after NumPy's call, 9.7 ms 0.3 s later; with
-# OPENBLAS_THREAD_TIMEOUT=4, 15.0 and 13.0 ms. So the matvec pairs pause this long
-# before each side's untimed and timed calls (_pair).
+__all__ = ["benchmarks"]
+
 BLAS_SETTLE_S = 0.15
-TARGETS = {"matvec": 1.0, "sgd_step": 1.0, "adam_step": 1.0, "adamw_step": 1.0,
-           "adafactor_step": 1.0}
+MATVEC_SIZES, QUICK_MATVEC_SIZES = (513, 2049, 4097), (257, 1025)
+OPTIM_N, QUICK_OPTIM_N, OPTIM_TENSORS = 1_000_000, 100_000, 10
+TARGET = 1.0
+_NUMPY_SOURCES = ("backends/numpy/__init__.py", "backends/numpy/_threads.py")
 
 
-def _context():
-    import pyopencl as cl
-
-    if os.environ.get("PYOPENCL_CTX"):
-        return cl.create_some_context(interactive=False)
-    return cl.Context([cl.get_platforms()[0].get_devices()[0]])
+def _finished(r):
+    """``r`` once its kernel has finished (an OpenCL call is timed to its result)."""
+    r.finish()
+    return r
 
 
-def _pair(host_call, dev_call, queue, repeat, settle=0.0):
-    """Medians (s) of the two sides, alternated rep by rep after one warm-up each.
+def _device_check(rtol):
+    def check(t, p, ns):
+        close("result", t.get(), p, rtol)
 
-    With ``settle`` > 0 each side's timed call follows ``settle`` seconds idle and one
-    untimed call of its own, so each side is timed in its own steady state (for NumPy,
-    its BLAS threads awake; for OpenCL, the cores free of them: see
-    :data:`BLAS_SETTLE_S`).
-    """
-    host_call()
-    dev_call()
-    queue.finish()
-    th, td = [], []
-    for _ in range(repeat):
-        if settle:
-            time.sleep(settle)
-            host_call()
-        t = time.perf_counter()
-        host_call()
-        th.append(time.perf_counter() - t)
-        if settle:
-            time.sleep(settle)
-            dev_call()
-            queue.finish()
-        t = time.perf_counter()
-        dev_call()
-        queue.finish()
-        td.append(time.perf_counter() - t)
-    return statistics.median(th), statistics.median(td)
+    return check
 
 
-def _poisson(k):
-    """The 5-point Laplacian on a k x k grid, CSR (int32 indices), float32."""
-    import scipy.sparse as sp
+def _matvec(ctx, n, dtype, variant):
+    def setup():
+        from tessera_array import launchers
 
-    one = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(k, k))
-    a = sp.kronsum(one, one, format="csr").astype(np.float32)
-    a.sort_indices()
-    return a
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        rng = np.random.default_rng(20261130)
+        a = rng.standard_normal((n, n)).astype(dtype)
+        x = rng.standard_normal(n).astype(dtype)
+        dt = dtype_of(dtype)
+        return {"mv": launchers.launcher("matvec", dev, dt, variant),
+                "host_mv": launchers.launcher("matvec", "cpu", dt),
+                "a_d": put(a, dev), "x_d": put(x, dev), "a": a, "x": x, "done": _finished}
+
+    return setup
 
 
-def run(quick=False, repeat=15):
-    import pyopencl as cl
-    import pyopencl.array as cla
-    from tessera_array.backends.numpy import matvec as nmv
-    from tessera_array.backends.numpy import optim as nop
-    from tessera_array.backends.numpy import sparse as nsp
-    from tessera_array.backends.opencl import _programs
-    from tessera_array.backends.opencl import matvec as cmv
-    from tessera_array.backends.opencl import optim as cop
-    from tessera_array.backends.opencl import sparse as csp
+def _spmv(ctx, k, variant):
+    def setup():
+        from tessera_array import launchers
 
-    from tessera_array.optim.adafactor import adafactor_decay
+        dev = ctx.device
+        s = poisson(k, np.float32)
+        x = np.random.default_rng(20261130).standard_normal(s.shape[1]).astype(np.float32)
+        return {"sp": launchers.launcher("spmv", dev, dtype_of("float32"), variant),
+                "host_sp": launchers.launcher("spmv", "cpu", dtype_of("float32")),
+                "csr_d": (put(s.data, dev), put(s.indices, dev), put(s.indptr, dev)),
+                "csr": (s.data, s.indices, s.indptr), "shape": s.shape,
+                "x_d": put(x, dev), "x": x, "done": _finished}
 
-    ctx = _context()
-    queue = cl.CommandQueue(ctx)
-    # Device arrays come from the backend's memory pool, as the namespace's do, so results
-    # and scratch are allocated as they are for a user (a pyopencl array made without an
-    # allocator costs a driver allocation per result: 513^2 matvec on PoCL, 101 -> 65 us).
-    from tessera_array.backends.opencl import _kernels
+    return setup
 
-    to_device = partial(cla.to_device, queue, allocator=_kernels.allocator(queue))
-    dev = ctx.devices[0]
-    rng = np.random.default_rng(20261130)
-    rows = []
 
-    def record(bench, op, t_np, t_cl, extra=None):
-        row = {"bench": bench, "op": op, "numpy_ms": t_np * 1e3, "opencl_ms": t_cl * 1e3,
-               "ratio": t_np / t_cl, "target": TARGETS.get(op)}
-        row.update(extra or {})
-        rows.append(row)
-        tgt = "" if row["target"] is None else f"  target >= {row['target']:.1f}"
-        print(f"{bench:<32} numpy {row['numpy_ms']:9.3f} ms  opencl {row['opencl_ms']:9.3f} ms"
-              f"  ratio {row['ratio']:5.2f}{tgt}", flush=True)
+_SGD = {"lr": 0.01, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0,
+        "nesterov": False, "maximize": False, "first": False}
+_ADAM = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
+         "amsgrad": False, "maximize": False, "step": 10}
 
-    def cold_warm(name, call):
-        from tessera_array.backends.opencl import fft as cfft
 
-        _programs.clear_cache()
-        cfft.clear_plans()
-        for mod in (cmv, csp, cop):
-            mod._setup.clear()
-        t = time.perf_counter()
-        call()
-        queue.finish()
-        cold = time.perf_counter() - t
-        t = time.perf_counter()
-        call()
-        queue.finish()
-        warm = time.perf_counter() - t
-        print(f"compile {name:<24} cold {cold * 1e3:9.1f} ms  warm {warm * 1e3:9.3f} ms",
-              flush=True)
-        return {"program": name, "cold_ms": cold * 1e3, "warm_ms": warm * 1e3}
+def _optim_check(t, p, ns):
+    # One step each from the same state (the runner evaluates each side once first).
+    for d, h in zip(ns["p_d"], ns["p"]):
+        close(ns["op"], d.get(), h, 1e-5)
 
-    # dense matvec
-    compiles = []
-    sizes = QUICK_MATVEC_SIZES if quick else MATVEC_SIZES
-    for n in sizes:
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        x = rng.standard_normal(n, dtype=np.float32)
-        a_d, x_d = to_device(a), to_device(x)
-        if not compiles:
-            compiles.append(cold_warm("matvec.cl float32",
-                                      partial(cmv.dense_matvec_scalar, a_d, x_d)))
-        for variant in ("scalar", "warp"):
-            launch = getattr(cmv, f"dense_matvec_{variant}")
-            t_np, t_cl = _pair(partial(nmv.dense_matvec, a, x), partial(launch, a_d, x_d),
-                               queue, repeat, BLAS_SETTLE_S)
-            record(f"matvec f32 {n}x{n} {variant}", "matvec", t_np, t_cl)
-        if n == sizes[-1] and "cl_khr_fp64" in dev.extensions.split():
-            a, x = a.astype(np.float64), x.astype(np.float64)  # float64 at the largest size
-            a_d, x_d = to_device(a), to_device(x)
-            t_np, t_cl = _pair(partial(nmv.dense_matvec, a, x),
-                               partial(cmv.dense_matvec_scalar, a_d, x_d), queue, repeat,
-                               BLAS_SETTLE_S)
-            record(f"matvec f64 {n}x{n} scalar", "matvec", t_np, t_cl)
 
-    # CSR spmv
-    k = 128 if quick else 512
-    s = _poisson(k)
-    x = rng.standard_normal(s.shape[1], dtype=np.float32)
-    dd = [to_device(v) for v in (s.data, s.indices, s.indptr, x)]
-    compiles.append(cold_warm("spmv.cl float32",
-                              partial(csp.spmv_scalar, *dd[:3], s.shape, dd[3])))
-    for variant in ("scalar", "warp"):
-        launch = getattr(csp, f"spmv_{variant}")
-        t_np, t_cl = _pair(partial(nsp.spmv, s.data, s.indices, s.indptr, s.shape, x),
-                           partial(launch, *dd[:3], s.shape, dd[3]), queue, repeat)
-        record(f"spmv f32 poisson {k}^2 {variant}", "spmv", t_np, t_cl)
+def _optim(ctx, op, n, check_finite):
+    def setup():
+        from tessera_array import launchers
 
-    # optimizer steps
-    layout = QUICK_OPTIM_LAYOUT if quick else OPTIM_LAYOUT
-    total = sum(int(np.prod(sh)) for sh in layout)
-    label = f"{len(layout)}x{total // len(layout)}"
+        dev = ctx.device
+        rng = np.random.default_rng(20261130)
+        f32 = dtype_of("float32")
 
-    def fresh(zero=False):
-        host = [np.zeros(sh, np.float32) if zero else rng.standard_normal(sh, dtype=np.float32)
-                for sh in layout]
-        return host, [to_device(h) for h in host]
+        def fresh(zero=False):
+            return [np.zeros(n, np.float32) if zero else
+                    rng.standard_normal(n, dtype=np.float32) for _ in range(OPTIM_TENSORS)]
 
-    p_h, p_d = fresh()
-    g_h, g_d = fresh()
-    (m_h, m_d), (v_h, v_d) = fresh(True), fresh(True)
-    sgd_kw = {"lr": 0.01, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0,
-              "nesterov": False, "maximize": False, "first": False}
-    adam_kw = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
-               "amsgrad": False, "maximize": False, "step": 10}
-    compiles.append(cold_warm("optim.cl float32", partial(cop.sgd_step, p_d, g_d, m_d,
-                                                          **sgd_kw)))
-    for check in (False, True):
-        tag = " check_finite" if check else ""
-        t_np, t_cl = _pair(partial(nop.sgd_step, p_h, g_h, m_h, check_finite=check, **sgd_kw),
-                           partial(cop.sgd_step, p_d, g_d, m_d, check_finite=check, **sgd_kw),
-                           queue, repeat)
-        record(f"sgd momentum {label}{tag}", "sgd_step", t_np, t_cl)
-        for op in ("adam_step", "adamw_step"):
-            t_np, t_cl = _pair(
-                partial(getattr(nop, op), p_h, g_h, m_h, v_h, None, check_finite=check,
-                        **adam_kw),
-                partial(getattr(cop, op), p_d, g_d, m_d, v_d, None, check_finite=check,
-                        **adam_kw),
-                queue, repeat)
-            record(f"{op.split('_')[0]} {label}{tag}", op, t_np, t_cl)
-    # Adafactor on matrices (factored moments): the same element count as 1000 x 1000 each
-    shapes = [(1000, 1000)] * len(layout) if not quick else [(316, 316)] * len(layout)
-    pf_h = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
-    gf_h = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
-    r_h = [np.zeros((sh[0], 1), np.float32) for sh in shapes]
-    c_h = [np.zeros((1, sh[1]), np.float32) for sh in shapes]
-    pf_d, gf_d, r_d, c_d = ([to_device(h) for h in lst]
-                            for lst in (pf_h, gf_h, r_h, c_h))
-    none = [None] * len(shapes)
-    af_kw = {"lr": 0.01, "rho": 0.01, "rate": 1 - adafactor_decay(0.999, 10), "eps1": None,
-             "eps2": 1e-3, "d": 1.0, "weight_decay": 0.0, "maximize": False}
-    t_np, t_cl = _pair(lambda: nop.adafactor_step(pf_h, gf_h, r_h, c_h, none, **af_kw),
-                       lambda: cop.adafactor_step(pf_d, gf_d, r_d, c_d, none, **af_kw),
-                       queue, repeat)
-    record(f"adafactor {len(shapes)}x{shapes[0][0]}x{shapes[0][1]}", "adafactor_step",
-           t_np, t_cl)
+        p, g, m, v = fresh(), fresh(), fresh(True), fresh(True)
+        kw = dict(_SGD if op == "sgd_step" else _ADAM, check_finite=check_finite)
+        p_d, g_d, m_d, v_d = ([put(t, dev) for t in lst] for lst in (p, g, m, v))
+        if op == "sgd_step":
+            dev_args, host_args = (p_d, g_d, m_d), (p, g, m)
+        else:
+            dev_args, host_args = (p_d, g_d, m_d, v_d, None), (p, g, m, v, None)
+        return {"step": launchers.launcher(op, dev, f32), "host_step": launchers.launcher(
+                    op, "cpu", f32), "dev_args": dev_args, "host_args": host_args, "kw": kw,
+                "sync": p_d[0].queue.finish, "p_d": p_d, "p": p, "op": op}
 
-    # FFT: batched rows, a power of two (radix-8/4/2 Stockham passes) and its neighbour
-    # (Bluestein), a long row (global passes), complex128; pyvkfft beside them if installed
-    from tessera_array.backends.numpy import fft as nfft
-    from tessera_array.backends.opencl import fft as cfft
+    return setup
 
-    eng = nfft.pick_engine()
-    batch = 16 if quick else 64
-    fp64 = "cl_khr_fp64" in dev.extensions.split()
-    fft_cases = [(batch, 4096, np.complex64, True), (batch, 4095, np.complex64, True),
-                 (4 if quick else 16, 65536, np.complex64, False)]
-    if fp64:
-        fft_cases.append((batch, 4096, np.complex128, False))
-    try:
-        import pyvkfft.opencl as vkfft
-    except ImportError:  # not a dependency: no wheel on PyPI (fft.py's docstring)
-        vkfft = None
 
-    def vkfft_call(app, x):  # out of place into a fresh array, as fft_c2c returns
-        return app.fft(x, cla.empty_like(x))
+def _adafactor(ctx, side):
+    def setup():
+        from tessera_array import launchers
+        from tessera_array.optim import adafactor_decay
 
-    for b, n, cdt, with_r2c in fft_cases:
-        tag = "c64" if cdt == np.complex64 else "c128"
-        z = (rng.standard_normal((b, n)) + 1j * rng.standard_normal((b, n))).astype(cdt)
-        z_d = to_device(z)
-        if n == 4096 and cdt == np.complex64:
-            compiles.append(cold_warm("fft.cl complex64",
-                                      partial(cfft.fft_c2c, z_d, (n,), (1,), "backward", True)))
-        m = n if n & (n - 1) == 0 else 1 << (2 * n - 2).bit_length()
-        passes = len(cfft._radices(m)) * (1 if m == n else 2)
-        t_np, t_cl = _pair(partial(eng.c2c, z, (n,), (1,), "backward", True),
-                           partial(cfft.fft_c2c, z_d, (n,), (1,), "backward", True),
-                           queue, repeat)
-        record(f"fft c2c {tag} {b}x{n}", "fft_c2c", t_np, t_cl, {"passes": passes})
-        if n == 4096 and cdt == np.complex64 and n > cfft.LOCAL_MAX_N:
-            # the one-launch local-memory kernel on the same rows (fft.py's LOCAL_MAX_N),
-            # where the row fits the device's local memory
-            keep, cfft.LOCAL_MAX_N = cfft.LOCAL_MAX_N, n
+        dev = ctx.device
+        rng = np.random.default_rng(20261130)
+        shapes = [(side, side)] * OPTIM_TENSORS
+        p = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
+        g = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
+        r = [np.zeros((sh[0], 1), np.float32) for sh in shapes]
+        c = [np.zeros((1, sh[1]), np.float32) for sh in shapes]
+        p_d, g_d, r_d, c_d = ([put(t, dev) for t in lst] for lst in (p, g, r, c))
+        none = [None] * len(shapes)
+        kw = {"lr": 0.01, "rho": 0.01, "rate": 1 - adafactor_decay(0.999, 10), "eps1": None,
+              "eps2": 1e-3, "d": 1.0, "weight_decay": 0.0, "maximize": False}
+        f32 = dtype_of("float32")
+        return {"step": launchers.launcher("adafactor_step", dev, f32),
+                "host_step": launchers.launcher("adafactor_step", "cpu", f32),
+                "dev_args": (p_d, g_d, r_d, c_d, none), "host_args": (p, g, r, c, none),
+                "kw": kw, "sync": p_d[0].queue.finish, "p_d": p_d, "p": p,
+                "op": "adafactor_step"}
+
+    return setup
+
+
+def _fft(ctx, op, batch, n, dtype, peer="numpy"):
+    def setup():
+        from tessera_array import launchers
+
+        from ._core import Unavailable
+
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        rng = np.random.default_rng(20261130)
+        z = rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))
+        z = z.astype(dtype) if op == "fft_c2c" else np.ascontiguousarray(z.real, dtype)
+        dt = dtype_of(dtype)
+        ns = {"fft": launchers.launcher(op, dev, dt), "z_d": put(z, dev), "z": z,
+              "n": n, "done": _finished}
+        if peer == "numpy":
+            ns["host_fft"] = launchers.launcher(op, "cpu", dt)
+        else:
             try:
-                fits = cfft._local_shape(cfft._Ctx("bench", z_d, cdt), n, b) is not None
-                if fits:
-                    t_np, t_cl = _pair(partial(eng.c2c, z, (n,), (1,), "backward", True),
-                                       partial(cfft.fft_c2c, z_d, (n,), (1,), "backward",
-                                               True), queue, repeat)
-            finally:
-                cfft.LOCAL_MAX_N = keep
-            if fits:
-                record(f"fft c2c {tag} {b}x{n} local", "fft_c2c_local", t_np, t_cl)
-        if vkfft is not None:
-            app = vkfft.VkFFTApp(z_d.shape, z_d.dtype, queue, ndim=1, inplace=False)
-            t_np, t_cl = _pair(partial(eng.c2c, z, (n,), (1,), "backward", True),
-                               partial(vkfft_call, app, z_d), queue, repeat)
-            record(f"fft c2c {tag} {b}x{n} pyvkfft", "fft_c2c_pyvkfft", t_np, t_cl)
-        if not with_r2c:
-            continue
-        zr = np.ascontiguousarray(z.real)
-        zr_d = to_device(zr)
-        t_np, t_cl = _pair(partial(eng.r2c, zr, (n,), (1,), "backward", True),
-                           partial(cfft.fft_r2c, zr_d, (n,), (1,), "backward", True),
-                           queue, repeat)
-        record(f"fft r2c f32 {b}x{n}", "fft_r2c", t_np, t_cl)
+                import pyopencl.array as cla
+                import pyvkfft.opencl as vkfft
+            except ImportError as err:
+                raise Unavailable(f"pyvkfft is not installed (the peer; no wheel on PyPI): "
+                                  f"{err}") from err
+            zd = ns["z_d"]
+            app = vkfft.VkFFTApp(zd.shape, zd.dtype, zd.queue, ndim=1, inplace=False)
 
-    try:
-        load = [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        load = None
-    return {
-        "device": dev.name.strip(),
-        "platform": dev.platform.name,
-        "driver": dev.driver_version,
-        "opencl": dev.version,
-        "cores": os.cpu_count(),
-        "load_after": load,
-        "repeat": repeat,
-        "quick": quick,
-        "compiles": compiles,
-        "results": rows,
-    }
+            def vk(x):  # out of place into a fresh array, as fft_c2c returns
+                return app.fft(x, cla.empty_like(x))
+
+            ns["vk"] = vk
+        return ns
+
+    return setup
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.opencl_kernels",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    parser.add_argument("--repeat", type=int, default=15, help="timed reps per side")
-    parser.add_argument("--json", help="write the results to this file")
-    args = parser.parse_args(argv)
-    try:
-        load = [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        load = None
-    print(f"load average before: {load}", flush=True)
-    out = run(quick=args.quick, repeat=args.repeat)
-    print(f"device: {out['device']} ({out['platform']}, driver {out['driver']}); "
-          f"load after: {out['load_after']}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
-    return 0
+def benchmarks(ctx) -> list:
+    from ._core import Benchmark
+
+    quick = ctx.quick
+    out = []
+
+    def add(name, variant, tessera, peer, setup, sources, params, **kw):
+        out.append(Benchmark(suite="opencl_kernels", name=name, variant=variant,
+                             tessera=tessera, peer=peer, setup=setup,
+                             sources=sources + _NUMPY_SOURCES, params=params,
+                             peer_name=kw.pop("peer_name", "numpy backend"), **kw))
+
+    sizes = QUICK_MATVEC_SIZES if quick else MATVEC_SIZES
+    mv_src = family_sources(("matvec",), ("matvec",)) + ("backends/numpy/matvec.py",)
+    for n in sizes:
+        cases = [("float32", "scalar"), ("float32", "warp")]
+        if n == sizes[-1]:
+            cases.append(("float64", "scalar"))
+        for dtype, variant in cases:
+            add("matvec", f"{dtype} {n}^2 {variant}", "done(mv(a_d, x_d))", "host_mv(a, x)",
+                _matvec(ctx, n, dtype, variant), mv_src,
+                {"label": f"matvec {variant} {dtype}", "shape": (n, n), "dtype": dtype},
+                target=TARGET, check=_device_check(1e-4 if dtype == "float32" else 1e-12),
+                settle_s=BLAS_SETTLE_S, prime=True, batch=1)
+
+    k = 128 if quick else 512
+    for variant in ("scalar", "warp"):
+        add("spmv", f"float32 poisson {k}^2 {variant}", "done(sp(*csr_d, shape, x_d))",
+            "host_sp(*csr, shape, x)", _spmv(ctx, k, variant),
+            family_sources(("sparse",), ("spmv",)) + ("backends/numpy/sparse.py",),
+            {"label": f"spmv {variant} float32", "shape": (k * k, k * k), "dtype": "float32"},
+            check=_device_check(1e-5))
+
+    n = QUICK_OPTIM_N if quick else OPTIM_N
+    optim_src = family_sources(("optim",), ("optim",)) + ("backends/numpy/optim.py",)
+    for check_finite in (False, True):
+        tag = " check_finite" if check_finite else ""
+        for op in ("sgd_step", "adam_step", "adamw_step"):
+            add(op.split("_")[0], f"{OPTIM_TENSORS}x{n}{tag}",
+                "step(*dev_args, **kw) or sync()", "host_step(*host_args, **kw)",
+                _optim(ctx, op, n, check_finite), optim_src,
+                {"label": f"{op}{tag}", "tensors": OPTIM_TENSORS, "elements": n,
+                 "dtype": "float32", "check_finite": check_finite},
+                target=TARGET, check=_optim_check)
+    side = 316 if quick else 1000
+    add("adafactor", f"{OPTIM_TENSORS}x{side}^2", "step(*dev_args, **kw) or sync()",
+        "host_step(*host_args, **kw)", _adafactor(ctx, side), optim_src,
+        {"label": "adafactor_step", "tensors": OPTIM_TENSORS, "shape": (side, side),
+         "dtype": "float32"}, target=TARGET, check=_optim_check)
+
+    batch = 16 if quick else 64
+    fft_src = family_sources(("fft",), ("fft",)) + ("backends/numpy/fft.py",)
+    fft_cases = [("fft_c2c", batch, 4096, "complex64"), ("fft_c2c", batch, 4095, "complex64"),
+                 ("fft_c2c", 4 if quick else 16, 65536, "complex64"),
+                 ("fft_c2c", batch, 4096, "complex128"), ("fft_r2c", batch, 4096, "float32")]
+    for op, b, n, dtype in fft_cases:
+        rtol = 1e-4 if dtype in ("complex64", "float32") else 1e-11
+        add("fft", f"{op} {dtype} {b}x{n}", "done(fft(z_d, (n,), (1,), 'backward', True))",
+            "host_fft(z, (n,), (1,), 'backward', True)", _fft(ctx, op, b, n, dtype), fft_src,
+            {"label": f"{op} {dtype}", "shape": (b, n), "dtype": dtype},
+            check=_device_check(rtol))
+    for b, n in ((batch, 4096), (batch, 4095)):
+        add("fft_vkfft", f"complex64 {b}x{n}",
+            "done(fft(z_d, (n,), (1,), 'backward', True))", "done(vk(z_d))",
+            _fft(ctx, "fft_c2c", b, n, "complex64", peer="pyvkfft"), fft_src,
+            {"label": "fft_c2c", "shape": (b, n), "dtype": "complex64"},
+            peer_name="pyvkfft", check=_vk_check)
+    return out
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _vk_check(t, p, ns):
+    close("fft against pyvkfft", t.get(), p.get(), 1e-4)
+
+
+# Run in a fresh process: the first call of each launcher (its program built from
+# source, the caches empty) and the second, in ms, as JSON on stdout.
+_COLD_WARM = r"""
+import json, sys, time
+import numpy as np
+import tessera_array as xp
+from tessera_array import launchers
+
+dev, quick = sys.argv[1], sys.argv[2] == "1"
+rng = np.random.default_rng(0)
+
+def put(h):
+    return launchers.native(xp.asarray(h, device=dev))
+
+f32 = xp.float32
+a, x = put(rng.standard_normal((257, 257), dtype=np.float32)), put(np.ones(257, np.float32))
+cases = {"matvec.cl float32": lambda: launchers.launcher("matvec", dev, f32)(a, x)}
+if not quick:
+    idx, ptr = put(np.arange(257, dtype=np.int32)), put(np.arange(258, dtype=np.int32))
+    p, g, m = ([put(np.ones(1000, np.float32))] for _ in range(3))
+    z = put(np.ones((4, 4096), np.complex64))
+    kw = {"lr": 0.01, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0,
+          "nesterov": False, "maximize": False, "first": False}
+    cases.update({
+        "spmv.cl float32": lambda: launchers.launcher("spmv", dev, f32)(
+            x, idx, ptr, (257, 257), x),
+        "optim.cl float32": lambda: launchers.launcher("sgd_step", dev, f32)(p, g, m, **kw),
+        "fft.cl complex64": lambda: launchers.launcher("fft_c2c", dev, xp.complex64)(
+            z, (4096,), (1,), "backward", True),
+    })
+out = {}
+for name, call in cases.items():
+    times = []
+    for _ in range(2):
+        t = time.perf_counter()
+        call()
+        x.queue.finish()
+        times.append((time.perf_counter() - t) * 1e3)
+    out[name] = {"cold_ms": round(times[0], 2), "warm_ms": round(times[1], 3)}
+print(json.dumps(out))
+"""
+
+
+def info(ctx) -> dict:
+    """Cold (first, building) and warm call times of the launchers' programs, in ms."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="tessera-cold-") as tmp:
+        env = dict(os.environ, TESSERA_CACHE_DIR=tmp, POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
+                   CUDA_CACHE_DISABLE="1")
+        proc = subprocess.run(
+            [sys.executable, "-c", _COLD_WARM, str(ctx.device), "1" if ctx.quick else "0"],
+            cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return {"compile": f"the cold-start process failed ({proc.returncode}): {tail[0]}"}
+    return {"compile (first call in a fresh process, caches empty / second call)":
+            json.loads(proc.stdout.strip().splitlines()[-1])}
+

@@ -1,133 +1,136 @@
-"""The OpenCL kernels on an NVIDIA GPU against CuPy doing the same work, same run.
+"""The opencl_vs_cupy suite: OpenCL kernels on an NVIDIA GPU against CuPy, same GPU.
 
-``python -m benchmarks.opencl_vs_cupy [--repeat N] [--json PATH] [--quick] [--sections S]``
+Needs NVIDIA's OpenCL driver (register ``libnvidia-opencl.so.1`` through an
+``OCL_ICD_VENDORS`` folder where no ICD file is installed) and CuPy on the same GPU;
+run with ``--device opencl:N`` naming that device. Each benchmark times one launcher
+registered for the device (through ``tessera_array.launchers``) on device buffers, or
+a namespace product on tessera arrays, against what a CuPy user would write:
 
-Needs pyopencl with NVIDIA's OpenCL driver (the platform whose name holds
-"NVIDIA", or ``PYOPENCL_CTX``) and CuPy on the same GPU. Each row times one
-launcher of ``backends/opencl/{matvec,sparse,optim,fft}.py`` on device buffers
-and the CuPy call a CuPy user would write for the same result:
+=================  =========================================  ==============================
+benchmark          tessera                                    CuPy peer
+=================  =========================================  ==============================
+matvec             ``matvec`` scalar/warp, float32/64,        ``cupy.cublas.gemv`` (cuBLAS)
+                   4096^2 8192^2 (2048^2 with ``--quick``)
+spmv               ``spmv`` scalar/warp, 2-D Poisson 1024^2   ``csr_matrix @ x`` (cuSPARSE)
+                   2048^2 (512^2)
+sgd, adam, adamw   the steps over 10 x 1M and 4 x 16M         one ``cupy.ElementwiseKernel``
+                   float32 (10 x 100k)                        launch per tensor
+adafactor          ``adafactor_step``, 10 x 1000^2 (4 x 316^2)  CuPy array expressions
+fft                ``fft_c2c`` 64 x 4096, 64 x 4095,          ``cupy.fft.fft`` (cuFFT)
+                   16 x 65536, complex128 64 x 4096
+ns_matvec          the namespace's ``A @ x``, ``x @ A``,      the same expressions on CuPy
+                   4096^2 (2048^2), float32/64                arrays
+ns_vecdot          ``xp.vecdot(u, w)``, 2^20, float32/64      ``cupy.vdot(u, w)``
+=================  =========================================  ==============================
 
-=====================  ================================================
-OpenCL launcher        CuPy peer
-=====================  ================================================
-dense matvec           ``cupy.cublas.gemv`` (cuBLAS gemv)
-CSR spmv               ``cupyx.scipy.sparse.csr_matrix @ x`` (cuSPARSE)
-SGD / Adam / AdamW     one ``cupy.ElementwiseKernel`` launch per tensor,
-                       the same update (PyTorch's formulas)
-Adafactor              CuPy array expressions (row/column means, update)
-FFT c2c / r2c          ``cupy.fft.fft`` / ``rfft`` (cuFFT)
-namespace ``A @ x``,   the same expression on CuPy arrays (cuBLAS gemv,
-``x @ A``, ``vecdot``  ``cupy.vdot``); tessera arrays on this device
-=====================  ================================================
-
-Device buffers come from the backend's memory pool (as the namespace's arrays do),
-so results are not a driver allocation per call; CuPy uses its own pool. Timing:
-after warm-up, each rep is bracketed by device-side timestamps on its own
-queue/stream (OpenCL profiling markers; CUDA events), so both sides measure the
-same thing: the time from the first command of the call to the end of its last,
-launch gaps and the Python of the call included. The two sides alternate rep by
-rep; a row reports the medians and ``speed = cupy_time / opencl_time`` (1.0: as
-fast as CuPy; the issue's target is >= 0.7 for matvec, spmv and the optimizer
-steps). A second ratio from host wall clocks (call + finish/synchronize) is
-reported beside it. Both results are compared after timing, so a fast wrong kernel
-cannot pass. The namespace rows (section ``namespace``) are timed by host wall clock
-only (the namespace's queue has no profiling): their ``speed`` is the wall ratio; rows
-marked "host path" run the product as the namespace did before it had kernels for it
-(a copy to the host, NumPy, a copy back).
+Timing: each launcher call is timed alone (``batch=1``) between device timestamps on
+its own queue or stream, after warm-up, the two sides alternating call by call:
+OpenCL profiling markers on a profiling queue (the launchers launch on their inputs'
+queue: the buffers are moved onto it with ``with_queue``, same memory, same pool),
+CUDA events for CuPy; both count from the first command of the call to the end of its
+last, launch gaps and the Python of the call included. The namespace rows are timed
+by host wall clock (call, then ``finish``/``synchronize``). The ratio is tessera time /
+CuPy time; the issue's target, CuPy time / ours >= 0.7, is ratio <= 1/0.7 for matvec,
+spmv and the optimizer steps. Both sides' results are compared before timing.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
-import time
-
 import numpy as np
 
-__all__ = ["main", "run"]
+from ._opencl import close, dtype_of, family_sources, needs_dtype, poisson, put
 
-TARGET = 0.7
-TARGETED = ("matvec", "spmv", "sgd_step", "adam_step", "adamw_step")
+__all__ = ["benchmarks"]
 
-
-def _nvidia_context():
-    import pyopencl as cl
-
-    if os.environ.get("PYOPENCL_CTX"):
-        return cl.create_some_context(interactive=False)
-    for platform in cl.get_platforms():
-        if "NVIDIA" in platform.name:
-            return cl.Context([platform.get_devices()[0]])
-    raise SystemExit("opencl_vs_cupy: no NVIDIA OpenCL platform (set OCL_ICD_VENDORS to a "
-                     "folder holding nvidia.icd, or PYOPENCL_CTX)")
+TARGET = round(1 / 0.7, 3)  # CuPy time / OpenCL time >= 0.7
+_FAMILY_SOURCES = {
+    "matvec": family_sources(("matvec",), ("matvec",)),
+    "spmv": family_sources(("sparse",), ("spmv",)),
+    "optim": family_sources(("optim",), ("optim",)),
+    "fft": family_sources(("fft",), ("fft",)),
+    "namespace": family_sources(("matvec", "dot"), ("matvec", "dot", "gemm"))
+    + ("tessera_array/_linear_algebra_functions.py",),
+}
 
 
-class _Timer:
-    """Alternating device-timed reps of an OpenCL call and a CuPy call."""
+def _cupy():
+    from ._core import Unavailable
 
-    def __init__(self, queue, repeat):
-        import cupy as cp
-        import pyopencl as cl
-
-        self.cl, self.cp, self.queue, self.repeat = cl, cp, queue, repeat
-
-    def _cl_span(self, call):
-        cl, q = self.cl, self.queue
-        t = time.perf_counter()
-        e0 = cl.enqueue_marker(q)
-        call()
-        e1 = cl.enqueue_marker(q)
-        q.finish()
-        wall = time.perf_counter() - t
-        return (e1.profile.end - e0.profile.end) * 1e-9, wall
-
-    def _cp_span(self, call):
-        cp = self.cp
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        t = time.perf_counter()
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        wall = time.perf_counter() - t
-        return cp.cuda.get_elapsed_time(start, stop) * 1e-3, wall
-
-    def pair(self, cl_call, cp_call, warm=3):
-        for _ in range(warm):
-            self._cl_span(cl_call)
-            self._cp_span(cp_call)
-        dc, wc, dp, wp = [], [], [], []
-        for _ in range(self.repeat):
-            d, w = self._cl_span(cl_call)
-            dc.append(d)
-            wc.append(w)
-            d, w = self._cp_span(cp_call)
-            dp.append(d)
-            wp.append(w)
-        med = statistics.median
-        return med(dc), med(wc), med(dp), med(wp)
+    try:
+        import cupy
+    except ImportError as err:
+        raise Unavailable(f"CuPy (the peer) is not installed: {err}") from err
+    return cupy
 
 
-def _poisson(k, dtype):
-    import scipy.sparse as sp
+def _device_timers(ns):
+    """OpenCL profiling markers on the suite's queue; CUDA events for CuPy."""
+    from ._core import CudaEventTimer, OpenclMarkerTimer
 
-    one = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(k, k))
-    a = sp.kronsum(one, one, format="csr").astype(dtype)
-    a.sort_indices()
-    return a
+    return OpenclMarkerTimer(ns["queue"]), CudaEventTimer()
 
 
-def _close(name, got, want, rtol):
-    got, want = np.asarray(got), np.asarray(want)
-    err = np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-300)
-    if not np.isfinite(err) or err > rtol:
-        raise AssertionError(f"{name}: OpenCL and CuPy results differ: max rel. error {err:.3g}"
-                             f" > {rtol:.1g}")
-    return float(err)
+def _on_profiling_queue(host_arrays, device):
+    """``(queue, buffers)``: each host array on ``device`` through the namespace, moved
+    onto one profiling queue of its context."""
+    from ._devices import opencl_profiling_queue
+
+    bufs = [put(h, device) for h in host_arrays]
+    queue = opencl_profiling_queue(bufs[0])
+    return queue, [b.with_queue(queue) for b in bufs]
 
 
+def _matvec(ctx, n, dtype, variant):
+    def setup():
+        cp = _cupy()
+        from cupy import cublas
+
+        from tessera_array import launchers
+
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        rng = np.random.default_rng(20261130)
+        a = rng.standard_normal((n, n)).astype(dtype)
+        x = rng.standard_normal(n).astype(dtype)
+        queue, (a_d, x_d) = _on_profiling_queue((a, x), dev)
+        return {"mv": launchers.launcher("matvec", dev, dtype_of(dtype), variant),
+                "a_d": a_d, "x_d": x_d, "queue": queue, "gemv": cublas.gemv,
+                "a_c": cp.asarray(a), "x_c": cp.asarray(x), "y_c": cp.empty(n, dtype),
+                "cp": cp}
+
+    return setup
+
+
+def _spmv(ctx, k, dtype, variant):
+    def setup():
+        cp = _cupy()
+        import cupyx.scipy.sparse as cps
+
+        from tessera_array import launchers
+
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        s = poisson(k, dtype)
+        x = np.random.default_rng(20261130).standard_normal(s.shape[1]).astype(dtype)
+        queue, (data, ind, ptr, x_d) = _on_profiling_queue(
+            (s.data, s.indices, s.indptr, x), dev)
+        s_c = cps.csr_matrix((cp.asarray(s.data), cp.asarray(s.indices), cp.asarray(s.indptr)),
+                             shape=s.shape)
+        return {"sp": launchers.launcher("spmv", dev, dtype_of(dtype), variant),
+                "csr_d": (data, ind, ptr), "shape": s.shape, "x_d": x_d, "queue": queue,
+                "s_c": s_c, "x_c": cp.asarray(x), "cp": cp}
+
+    return setup
+
+
+def _result_check(rtol):
+    def check(t, p, ns):
+        close("result", t.get(), ns["cp"].asnumpy(ns["y_c"] if p is None else p), rtol)
+
+    return check
+
+
+# The CuPy peers of the optimizer steps: PyTorch's formulas, one launch per tensor.
 _SGD = ("T g, T lr, T mom, T damp1", "T p, T b",
         "b = mom * b + damp1 * g; p = p - lr * b", "tessera_peer_sgd")
 _ADAM = ("T g, T wd, T keep, T one_b1, T beta2, T one_b2, T bc2, T eps, T step, int32 decoupled",
@@ -139,324 +142,220 @@ _ADAM = ("T g, T wd, T keep, T one_b1, T beta2, T one_b2, T bc2, T eps, T step, 
          v = v * beta2 + d * d * one_b2;
          p = p - step * (m / (sqrt(v) / bc2 + eps));
          """, "tessera_peer_adam")
+_SGD_KW = {"lr": 0.01, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0,
+           "nesterov": False, "maximize": False, "first": False}
+_ADAM_KW = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
+            "amsgrad": False, "maximize": False, "step": 10}
 
 
-SECTIONS = ("matvec", "spmv", "optim", "adafactor", "fft", "namespace")
+def _state_check(t, p, ns):
+    # One step each from the same state (the runner evaluates each side once first).
+    cp = ns["cp"]
+    for d, c in zip(ns["p_d"], ns["p_c"]):
+        close(ns["op"], d.get(), cp.asnumpy(c), 1e-5)
 
 
-def run(quick=False, repeat=50, sections=SECTIONS):
-    import cupy as cp
-    import cupyx.scipy.sparse as cps
-    from cupy import cublas
-    import pyopencl as cl
-    import pyopencl.array as cla
-    from tessera_array.backends.opencl import _kernels
-    from tessera_array.backends.opencl import fft as cfft
-    from tessera_array.backends.opencl import matvec as cmv
-    from tessera_array.backends.opencl import optim as cop
-    from tessera_array.backends.opencl import sparse as csp
+def _optim(ctx, op, count, n):
+    def setup():
+        cp = _cupy()
 
-    from tessera_array.optim.adafactor import adafactor_decay
+        from tessera_array import launchers
 
-    ctx = _nvidia_context()
-    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    timer = _Timer(queue, repeat)
-    pool = _kernels.allocator(queue)  # the backend's memory pool, as its arrays have it
+        dev = ctx.device
+        rng = np.random.default_rng(20261130)
+        host = [[np.zeros(n, np.float32) if zero else rng.standard_normal(n, dtype=np.float32)
+                 for _ in range(count)] for zero in (False, False, True, True)]
+        queue, flat = _on_profiling_queue([h for lst in host for h in lst], dev)
+        p_d, g_d, m_d, v_d = (flat[i * count:(i + 1) * count] for i in range(4))
+        p_c, g_c, m_c, v_c = ([cp.asarray(h) for h in lst] for lst in host)
+        f = np.float32
+        if op == "sgd_step":
+            kernel = cp.ElementwiseKernel(*_SGD)
+            scal = (f(0.01), f(0.9), f(1.0))
 
-    def to_dev(host):
-        return cla.to_device(queue, host, allocator=pool)
-
-    rng = np.random.default_rng(20261130)
-    rows = []
-
-    def record(bench, op, times, err):
-        dc, wc, dp, wp = times
-        row = {"bench": bench, "op": op, "opencl_ms": dc * 1e3, "cupy_ms": dp * 1e3,
-               "speed": dp / dc, "opencl_wall_ms": wc * 1e3, "cupy_wall_ms": wp * 1e3,
-               "speed_wall": wp / wc, "max_rel_err": err,
-               "target": TARGET if op in TARGETED else None}
-        rows.append(row)
-        tgt = f"  target >= {TARGET}" if row["target"] else ""
-        print(f"{bench:<34} opencl {row['opencl_ms']:8.3f} ms  cupy {row['cupy_ms']:8.3f} ms"
-              f"  speed {row['speed']:5.2f}  (wall {row['speed_wall']:5.2f}){tgt}", flush=True)
-
-    # dense matvec against cuBLAS gemv
-    def matvec_section():
-        for dtype in (np.float32, np.float64):
-            for n in ((2048,) if quick else (4096, 8192)):
-                a = rng.standard_normal((n, n)).astype(dtype)
-                x = rng.standard_normal(n).astype(dtype)
-                a_d, x_d = to_dev(a), to_dev(x)
-                a_c, x_c = cp.asarray(a), cp.asarray(x)
-                y_c = cp.empty(n, dtype)
-
-                def gemv():
-                    cublas.gemv("N", 1.0, a_c, x_c, 0.0, y_c)
-
-                for variant in ("scalar", "warp"):
-                    launch = getattr(cmv, f"dense_matvec_{variant}")
-                    times = timer.pair(lambda: launch(a_d, x_d), gemv)
-                    err = _close("matvec", launch(a_d, x_d).get(), cp.asnumpy(y_c),
-                                 1e-4 if dtype == np.float32 else 1e-12)
-                    record(f"matvec {np.dtype(dtype).name} {n}^2 {variant}", "matvec", times, err)
-
-
-    # CSR spmv against cuSPARSE
-    def spmv_section():
-        for dtype in (np.float32, np.float64):
-            for k in ((512,) if quick else (1024, 2048)):
-                s = _poisson(k, dtype)
-                x = rng.standard_normal(s.shape[1]).astype(dtype)
-                dd = [to_dev(v) for v in (s.data, s.indices, s.indptr, x)]
-                s_c = cps.csr_matrix((cp.asarray(s.data), cp.asarray(s.indices),
-                                      cp.asarray(s.indptr)), shape=s.shape)
-                x_c = cp.asarray(x)
-                for variant in ("scalar", "warp"):
-                    launch = getattr(csp, f"spmv_{variant}")
-                    times = timer.pair(lambda: launch(*dd[:3], s.shape, dd[3]), lambda: s_c @ x_c)
-                    err = _close("spmv", launch(*dd[:3], s.shape, dd[3]).get(),
-                                 cp.asnumpy(s_c @ x_c), 1e-5 if dtype == np.float32 else 1e-13)
-                    record(f"spmv {np.dtype(dtype).name} poisson {k}^2 {variant}", "spmv", times,
-                           err)
-
-
-    # optimizer steps against one CuPy elementwise kernel per tensor
-    def optim_section():
-        layouts = [[(100_000,)] * 10] if quick else [[(1_000_000,)] * 10, [(16_000_000,)] * 4]
-        sgd_peer = cp.ElementwiseKernel(*_SGD)
-        adam_peer = cp.ElementwiseKernel(*_ADAM)
-        for layout in layouts:
-            label = f"{len(layout)}x{layout[0][0]}"
-
-            def state(zero=False):
-                host = [np.zeros(sh, np.float32) if zero else
-                        rng.standard_normal(sh, dtype=np.float32) for sh in layout]
-                return host, [to_dev(h) for h in host], [cp.asarray(h) for h in host]
-
-            (_, p_d, p_c), (_, g_d, g_c) = state(), state()
-            (_, m_d, m_c), (_, v_d, v_c) = state(True), state(True)
-            f = np.float32
-            sgd_kw = {"lr": 0.01, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0,
-                      "nesterov": False, "maximize": False, "first": False}
-
-            def sgd_cupy():
+            def peer():
                 for p, g, b in zip(p_c, g_c, m_c):
-                    sgd_peer(g, f(0.01), f(0.9), f(1.0), p, b)
+                    kernel(g, *scal, p, b)
 
-            times = timer.pair(lambda: cop.sgd_step(p_d, g_d, m_d, **sgd_kw), sgd_cupy)
-            record(f"sgd momentum {label}", "sgd_step", times, None)
-            step = 10
-            for op, decoupled in (("adam_step", 0), ("adamw_step", 1)):
-                kw = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
-                      "amsgrad": False, "maximize": False, "step": step}
-                scal = (f(0.01), f(1 - 1e-3 * 0.01), f(0.1), f(0.999), f(0.001),
-                        f(np.sqrt(1 - 0.999**step)), f(1e-8), f(1e-3 / (1 - 0.9**step)),
-                        np.int32(decoupled))
+            dev_args, kw = (p_d, g_d, m_d), _SGD_KW
+        else:
+            kernel = cp.ElementwiseKernel(*_ADAM)
+            step, lr, wd = 10, 1e-3, 0.01
+            scal = (f(wd), f(1 - lr * wd), f(0.1), f(0.999), f(0.001),
+                    f(np.sqrt(1 - 0.999**step)), f(1e-8), f(lr / (1 - 0.9**step)),
+                    np.int32(op == "adamw_step"))
 
-                def adam_cupy(scal=scal):
-                    for p, g, m, v in zip(p_c, g_c, m_c, v_c):
-                        adam_peer(g, *scal, p, m, v)
+            def peer():
+                for p, g, m, v in zip(p_c, g_c, m_c, v_c):
+                    kernel(g, *scal, p, m, v)
 
-                times = timer.pair(lambda op=op, kw=kw: getattr(cop, op)(p_d, g_d, m_d, v_d, None,
-                                                                          **kw), adam_cupy)
-                record(f"{op.split('_')[0]} {label}", op, times, None)
-            # Same state on both sides, one step each, then compare every parameter.
-            for d_list, c_list in ((p_d, p_c), (m_d, m_c), (v_d, v_c)):
-                for d, c in zip(d_list, c_list):
-                    d.set(cp.asnumpy(c))
-            kw = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
-                  "amsgrad": False, "maximize": False, "step": step}
-            cop.adam_step(p_d, g_d, m_d, v_d, None, **kw)
-            adam_peer_args = (f(0.01), f(1 - 1e-3 * 0.01), f(0.1), f(0.999), f(0.001),
-                              f(np.sqrt(1 - 0.999**step)), f(1e-8), f(1e-3 / (1 - 0.9**step)),
-                              np.int32(0))
-            for p, g, m, v in zip(p_c, g_c, m_c, v_c):
-                adam_peer(g, *adam_peer_args, p, m, v)
-            err = max(_close("adam_step", d.get(), cp.asnumpy(c), 1e-5) for d, c in zip(p_d, p_c))
-            rows[-2]["max_rel_err"] = err
-            for d_list, c_list in ((p_d, p_c), (m_d, m_c)):
-                for d, c in zip(d_list, c_list):
-                    d.set(cp.asnumpy(c))
-            cop.sgd_step(p_d, g_d, m_d, **sgd_kw)
-            sgd_cupy()
-            rows[-3]["max_rel_err"] = max(_close("sgd_step", d.get(), cp.asnumpy(c), 1e-6)
-                                          for d, c in zip(p_d, p_c))
+            dev_args, kw = (p_d, g_d, m_d, v_d, None), _ADAM_KW
+        return {"step": launchers.launcher(op, dev, dtype_of("float32")),
+                "dev_args": dev_args, "kw": kw, "peer": peer, "queue": queue,
+                "p_d": p_d, "p_c": p_c, "op": op, "cp": cp}
+
+    return setup
 
 
-    # Adafactor (factored moments) against CuPy expressions
-    def adafactor_section():
-        shapes = [(316, 316)] * 4 if quick else [(1000, 1000)] * 10
-        pf = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
-        gf = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
-        pf_d, gf_d = [to_dev(h) for h in pf], [to_dev(h) for h in gf]
-        r_d = [to_dev(np.zeros((sh[0], 1), np.float32)) for sh in shapes]
-        c_d = [to_dev(np.zeros((1, sh[1]), np.float32)) for sh in shapes]
-        pf_c, gf_c = [cp.asarray(h) for h in pf], [cp.asarray(h) for h in gf]
-        r_c = [cp.zeros((sh[0], 1), np.float32) for sh in shapes]
-        c_c = [cp.zeros((1, sh[1]), np.float32) for sh in shapes]
+def _adafactor(ctx, count, side):
+    def setup():
+        cp = _cupy()
+
+        from tessera_array import launchers
+        from tessera_array.optim import adafactor_decay
+
+        dev = ctx.device
+        rng = np.random.default_rng(20261130)
+        shape = (side, side)
+        p = [rng.standard_normal(shape, dtype=np.float32) for _ in range(count)]
+        g = [rng.standard_normal(shape, dtype=np.float32) for _ in range(count)]
+        r = [np.zeros((side, 1), np.float32) for _ in range(count)]
+        c = [np.zeros((1, side), np.float32) for _ in range(count)]
+        queue, flat = _on_profiling_queue(p + g + r + c, dev)
+        p_d, g_d, r_d, c_d = (flat[i * count:(i + 1) * count] for i in range(4))
+        p_c, g_c, r_c, c_c = ([cp.asarray(h) for h in lst] for lst in (p, g, r, c))
         rate = 1 - adafactor_decay(0.999, 10)
-        af_kw = {"lr": 0.01, "rho": 0.01, "rate": rate, "eps1": None, "eps2": 1e-3, "d": 1.0,
-                 "weight_decay": 0.0, "maximize": False}
+        kw = {"lr": 0.01, "rho": 0.01, "rate": rate, "eps1": None, "eps2": 1e-3, "d": 1.0,
+              "weight_decay": 0.0, "maximize": False}
         e1 = float(np.finfo(np.float32).eps)
 
-        def adafactor_cupy():
-            # torch.optim.Adafactor's update, as the NumPy launcher computes it, on the device
-            for p, g, r, c in zip(pf_c, gf_c, r_c, c_c):
-                alpha = cp.maximum(1e-3, cp.sqrt(cp.mean(p * p))) * 0.01
-                g2 = g * g
-                r += (g2.mean(axis=-1, keepdims=True) - r) * rate
-                c += (g2.mean(axis=-2, keepdims=True) - c) * rate
-                s = (r * c) / cp.maximum(r.mean(axis=-2, keepdims=True), e1)
-                s = g / cp.sqrt(cp.maximum(s, e1 * e1))
-                s *= alpha / cp.maximum(1.0, cp.sqrt(cp.mean(s * s)))
-                p -= s
+        def peer():
+            # torch.optim.Adafactor's update, as the NumPy launcher computes it
+            for pc, gc, rc, cc in zip(p_c, g_c, r_c, c_c):
+                alpha = cp.maximum(1e-3, cp.sqrt(cp.mean(pc * pc))) * 0.01
+                g2 = gc * gc
+                rc += (g2.mean(axis=-1, keepdims=True) - rc) * rate
+                cc += (g2.mean(axis=-2, keepdims=True) - cc) * rate
+                u = (rc * cc) / cp.maximum(rc.mean(axis=-2, keepdims=True), e1)
+                u = gc / cp.sqrt(cp.maximum(u, e1 * e1))
+                u *= alpha / cp.maximum(1.0, cp.sqrt(cp.mean(u * u)))
+                pc -= u
 
-        def adafactor_cl():
-            cop.adafactor_step(pf_d, gf_d, r_d, c_d, [None] * len(shapes), **af_kw)
+        return {"step": launchers.launcher("adafactor_step", dev, dtype_of("float32")),
+                "dev_args": (p_d, g_d, r_d, c_d, [None] * count), "kw": kw, "peer": peer,
+                "queue": queue, "p_d": p_d, "p_c": p_c, "op": "adafactor_step", "cp": cp}
 
-        times = timer.pair(adafactor_cl, adafactor_cupy)
-        for d_list, c_list in ((pf_d, pf_c), (r_d, r_c), (c_d, c_c)):
-            for d, c in zip(d_list, c_list):
-                d.set(cp.asnumpy(c))
-        adafactor_cl()
-        adafactor_cupy()
-        err = max(_close("adafactor_step", d.get(), cp.asnumpy(c), 1e-5)
-                  for d, c in zip(pf_d, pf_c))
-        record(f"adafactor {len(shapes)}x{shapes[0][0]}x{shapes[0][1]}", "adafactor_step", times,
-               err)
+    return setup
 
 
-    # FFT against cuFFT (no target; reported)
-    def fft_section():
-        for n, dtype in ((4096, np.complex64), (4095, np.complex64), (65536, np.complex64),
-                         (4096, np.complex128)):
-            batch = 16 if n > 10_000 else 64
-            z = rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))
-            z = z.astype(dtype)
-            z_d, z_c = to_dev(z), cp.asarray(z)
-            times = timer.pair(lambda: cfft.fft_c2c(z_d, (n,), (1,), "backward", True),
-                               lambda: cp.fft.fft(z_c, axis=1))
-            got = cfft.fft_c2c(z_d, (n,), (1,), "backward", True).get()
-            err = _close("fft", got, cp.asnumpy(cp.fft.fft(z_c, axis=1)),
-                         1e-4 if dtype == np.complex64 else 1e-11)
-            record(f"fft c2c {np.dtype(dtype).name} {batch}x{n}", "fft_c2c", times, err)
+def _fft(ctx, batch, n, dtype):
+    def setup():
+        cp = _cupy()
+
+        from tessera_array import launchers
+
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        rng = np.random.default_rng(20261130)
+        z = (rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))).astype(dtype)
+        queue, (z_d,) = _on_profiling_queue((z,), dev)
+        return {"fft": launchers.launcher("fft_c2c", dev, dtype_of(dtype)), "z_d": z_d,
+                "n": n, "queue": queue, "z_c": cp.asarray(z), "cp": cp}
+
+    return setup
 
 
-    # The namespace's products with a vector (tessera arrays on this OpenCL device) against
-    # CuPy's, host wall clock per call (call + finish / synchronize; the namespace's queue
-    # has no profiling): "speed" is the wall ratio. The "host path" rows run the same
-    # product the way the namespace did before it had kernels for them (copy to the host,
-    # NumPy, copy back), for the before/after.
-    def namespace_section():
+def _namespace(ctx, expr, n, dtype):
+    def setup():
+        cp = _cupy()
+
         import tessera_array as xp
-        from tessera_array.backends.numpy import _ops as host_ops
-        from tessera_array.backends.opencl._fallback import host_fallback
+        from tessera_array import launchers
 
-        want_dev = ctx.devices[0]
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        rng = np.random.default_rng(20261130)
+        stream = cp.cuda.get_current_stream()
 
-        def same(d):  # the tessera device on the benchmark's OpenCL device
-            dv = xp.zeros(1, device=d)._data.queue.device
-            return dv.name == want_dev.name and dv.platform.name == want_dev.platform.name
+        def fin(r):  # the result, its device work done
+            launchers.native(r).queue.finish()
+            return r
 
-        name = next(d for d in xp.__array_namespace_info__().devices()
-                    if d.backend_name == "opencl" and same(d))
-        host_matmul = host_fallback("bench matmul", host_ops.matmul, record=False)
-        host_vecdot = host_fallback("bench vecdot", host_ops.vecdot, record=False)
+        def csync(r):
+            stream.synchronize()
+            return r
 
-        def wall_pair(cl_call, cp_call, warm=3):
-            cp_sync = cp.cuda.get_current_stream().synchronize
+        if expr == "vecdot":
+            u, w = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+            names = {"u": u, "w": w}
+        else:
+            names = {"a": rng.standard_normal((n, n)).astype(dtype),
+                     "x": rng.standard_normal(n).astype(dtype)}
+        ns = {"xp": xp, "cp": cp, "fin": fin, "csync": csync,
+              "fetch": lambda t: launchers.to_host(launchers.native(t), dev)}
+        for k, v in names.items():
+            ns[f"{k}_t"] = xp.asarray(v, device=dev)
+            ns[f"{k}_c"] = cp.asarray(v)
+        return ns
 
-            def one(call, sync):
-                t = time.perf_counter()
-                r = call()
-                sync(r)
-                return time.perf_counter() - t
-            fin = (lambda r: (r._data if hasattr(r, "_data") else r).queue.finish())
-            for _ in range(warm):
-                one(cl_call, fin)
-                one(cp_call, lambda r: cp_sync())
-            wc, wp = [], []
-            for _ in range(repeat):
-                wc.append(one(cl_call, fin))
-                wp.append(one(cp_call, lambda r: cp_sync()))
-            med = statistics.median
-            return med(wc), med(wc), med(wp), med(wp)
-
-        for dtype in (np.float32, np.float64):
-            dn = np.dtype(dtype).name
-            n = 2048 if quick else 4096
-            a = rng.standard_normal((n, n)).astype(dtype)
-            x = rng.standard_normal(n).astype(dtype)
-            a_t, x_t = xp.asarray(a, device=name), xp.asarray(x, device=name)
-            a_c, x_c = cp.asarray(a), cp.asarray(x)
-            tol = 1e-4 if dtype == np.float32 else 1e-12
-            for label, call, cp_call, want in (
-                    ("A @ x", lambda: a_t @ x_t, lambda: a_c @ x_c, lambda: a_c @ x_c),
-                    ("x @ A", lambda: x_t @ a_t, lambda: x_c @ a_c, lambda: x_c @ a_c)):
-                times = wall_pair(call, cp_call)
-                err = _close(label, call().to_device("cpu"), cp.asnumpy(want()), tol)
-                record(f"ns {label} {dn} {n}^2", "namespace", times, err)
-                if label == "A @ x":
-                    times = wall_pair(lambda: host_matmul(a_t._data, x_t._data), cp_call)
-                    record(f"ns {label} {dn} {n}^2 (host path)", "namespace", times, None)
-            m = 1 << 20
-            u, w = rng.standard_normal(m).astype(dtype), rng.standard_normal(m).astype(dtype)
-            u_t, w_t = xp.asarray(u, device=name), xp.asarray(w, device=name)
-            u_c, w_c = cp.asarray(u), cp.asarray(w)
-            times = wall_pair(lambda: xp.vecdot(u_t, w_t), lambda: cp.vdot(u_c, w_c))
-            err = _close("vecdot", np.asarray(xp.vecdot(u_t, w_t).to_device("cpu")),
-                         cp.asnumpy(cp.vdot(u_c, w_c)), 1e-3 if dtype == np.float32 else 1e-10)
-            record(f"ns vecdot {dn} 2^20", "namespace", times, err)
-            times = wall_pair(lambda: host_vecdot(u_t._data, w_t._data), lambda: cp.vdot(u_c, w_c))
-            record(f"ns vecdot {dn} 2^20 (host path)", "namespace", times, None)
-
-    failed = []
-    chosen = {"matvec": matvec_section, "spmv": spmv_section, "optim": optim_section,
-              "adafactor": adafactor_section, "fft": fft_section,
-              "namespace": namespace_section}
-    for section in (chosen[name] for name in SECTIONS if name in sections):
-        try:
-            section()
-        except Exception:  # report and go on: one broken section must not hide the others
-            import traceback
-
-            traceback.print_exc()
-            failed.append(section.__name__[: -len("_section")])
-
-    dev = ctx.devices[0]
-    return {"device": dev.name.strip(), "platform": dev.platform.name,
-            "driver": dev.driver_version, "cupy": cp.__version__,
-            "cuda_device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-            "repeat": repeat, "quick": quick, "failed": failed, "results": rows}
+    return setup
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.opencl_vs_cupy",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    parser.add_argument("--repeat", type=int, default=50, help="timed reps per side")
-    parser.add_argument("--json", help="write the results to this file")
-    parser.add_argument("--sections", default=",".join(SECTIONS),
-                        help=f"comma-separated subset of {','.join(SECTIONS)}")
-    args = parser.parse_args(argv)
-    sections = tuple(args.sections.split(","))
-    unknown = [name for name in sections if name not in SECTIONS]
-    if unknown:
-        parser.error(f"--sections: unknown {', '.join(unknown)}; expected a subset of "
-                     f"{','.join(SECTIONS)}")
-    out = run(quick=args.quick, repeat=args.repeat, sections=sections)
-    print(f"OpenCL device: {out['device']} ({out['platform']}, driver {out['driver']}); "
-          f"CuPy {out['cupy']} on {out['cuda_device']}")
-    missed = [r["bench"] for r in out["results"]
-              if r["target"] is not None and r["speed"] < r["target"]]
-    print("below target: " + (", ".join(missed) if missed else "none"))
-    if out["failed"]:
-        print("FAILED sections: " + ", ".join(out["failed"]))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
-    return 1 if out["failed"] else 0
+def _namespace_check(rtol):
+    def check(t, p, ns):
+        close("result", ns["fetch"](t), ns["cp"].asnumpy(p), rtol)
+
+    return check
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def benchmarks(ctx) -> list:
+    from ._core import Benchmark
+
+    quick = ctx.quick
+    out = []
+
+    def add(name, variant, tessera, peer, setup, family, params, **kw):
+        out.append(Benchmark(suite="opencl_vs_cupy", name=name, variant=variant,
+                             tessera=tessera, peer=peer, setup=setup,
+                             sources=_FAMILY_SOURCES[family], params=params, peer_name="cupy",
+                             **kw))
+
+    device_timed = {"timers": _device_timers, "batch": 1}
+    for dtype in ("float32", "float64"):
+        rtol = 1e-4 if dtype == "float32" else 1e-12
+        for n in ((2048,) if quick else (4096, 8192)):
+            for variant in ("scalar", "warp"):
+                add("matvec", f"{dtype} {n}^2 {variant}", "mv(a_d, x_d)",
+                    'gemv("N", 1.0, a_c, x_c, 0.0, y_c)', _matvec(ctx, n, dtype, variant),
+                    "matvec", {"label": f"matvec {variant} {dtype}", "shape": (n, n)},
+                    target=TARGET, check=_result_check(rtol), **device_timed)
+    for dtype in ("float32", "float64"):
+        rtol = 1e-5 if dtype == "float32" else 1e-13
+        for k in ((512,) if quick else (1024, 2048)):
+            for variant in ("scalar", "warp"):
+                add("spmv", f"{dtype} poisson {k}^2 {variant}", "sp(*csr_d, shape, x_d)",
+                    "s_c @ x_c", _spmv(ctx, k, dtype, variant), "spmv",
+                    {"label": f"spmv {variant} {dtype}", "shape": (k * k, k * k)},
+                    target=TARGET, check=_result_check(rtol), **device_timed)
+    layouts = [(10, 100_000)] if quick else [(10, 1_000_000), (4, 16_000_000)]
+    for count, n in layouts:
+        for op in ("sgd_step", "adam_step", "adamw_step"):
+            add(op.split("_")[0], f"{count}x{n}", "step(*dev_args, **kw)", "peer()",
+                _optim(ctx, op, count, n), "optim",
+                {"label": op, "tensors": count, "elements": n, "dtype": "float32"},
+                target=TARGET, check=_state_check, **device_timed)
+    count, side = (4, 316) if quick else (10, 1000)
+    add("adafactor", f"{count}x{side}^2", "step(*dev_args, **kw)", "peer()",
+        _adafactor(ctx, count, side), "optim",
+        {"label": "adafactor_step", "tensors": count, "shape": (side, side)},
+        check=_state_check, **device_timed)
+    for n, b, dtype in ((4096, 64, "complex64"), (4095, 64, "complex64"),
+                        (65536, 16, "complex64"), (4096, 64, "complex128")):
+        rtol = 1e-4 if dtype == "complex64" else 1e-11
+        add("fft", f"{dtype} {b}x{n}", "fft(z_d, (n,), (1,), 'backward', True)",
+            "cp.fft.fft(z_c, axis=1)", _fft(ctx, b, n, dtype), "fft",
+            {"label": f"fft_c2c {dtype}", "shape": (b, n)},
+            check=_result_check(rtol), **device_timed)
+    for dtype in ("float32", "float64"):
+        n = 2048 if quick else 4096
+        for expr, t_expr, c_expr in (("A @ x", "fin(a_t @ x_t)", "csync(a_c @ x_c)"),
+                                     ("x @ A", "fin(x_t @ a_t)", "csync(x_c @ a_c)")):
+            add("ns_matvec", f"{expr} {dtype} {n}^2", t_expr, c_expr,
+                _namespace(ctx, expr, n, dtype), "namespace",
+                {"label": f"{expr} {dtype}", "shape": (n, n)},
+                check=_namespace_check(1e-4 if dtype == "float32" else 1e-12))
+        add("ns_vecdot", f"{dtype} 2^20", "fin(xp.vecdot(u_t, w_t))", "csync(cp.vdot(u_c, w_c))",
+            _namespace(ctx, "vecdot", 1 << 20, dtype), "namespace",
+            {"label": f"vecdot {dtype}", "shape": (1 << 20,)},
+            check=_namespace_check(1e-3 if dtype == "float32" else 1e-10))
+    return out

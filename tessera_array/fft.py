@@ -16,13 +16,11 @@ input is a TypeError. Integer and boolean input is computed in the device's
 default floating dtype (float64; float32 on a device without it), as NumPy
 converts it to float64. ``norm=None`` means ``"backward"``, as in NumPy.
 
-Deliberate choices where the standard leaves the behaviour open: ``s`` given
-without ``axes`` is a ValueError (the standard requires ``axes`` then; NumPy 2
-deprecates the old inference); repeated ``axes`` in the n-D transforms are a
-ValueError (``fftshift``/``ifftshift`` add the shifts of a repeated axis, as
-NumPy's ``roll`` does); ``s[-1] == -1`` in ``irfftn`` means the default output
-length ``2*(m - 1)``, so that every input element is used as the standard says
-(NumPy 2 takes ``m``).
+Deliberate choices where the standard leaves the behaviour open: ``s`` without
+``axes`` is a ValueError (the standard requires ``axes`` then; NumPy 2 deprecates the
+inference); repeated ``axes`` in the n-D transforms are a ValueError (``fftshift`` adds
+the shifts of a repeated axis, as NumPy's ``roll``); ``s[-1] == -1`` in ``irfftn`` means
+the default length ``2*(m - 1)``, so every input element is used (NumPy 2 takes ``m``).
 
 Backend contract: the ``fft`` kernel family
 -------------------------------------------
@@ -38,49 +36,27 @@ fft_r2c     float32/64            ``rfftn``              ``ihfftn`` (``ihfft``)
 fft_c2r     complex64/128         ``hfftn`` (``hfft``)   ``irfftn``
 ==========  ====================  =====================  ===========================
 
-A launcher is called as ``launcher(a, s, axes, norm, forward)`` and returns a
-native buffer on the same device:
+``launcher(a, s, axes, norm, forward)`` returns a native buffer on ``a``'s device:
 
 - ``a``: the native input buffer, of the registered dtype, any strides.
-- ``axes``: a tuple of distinct ints in ``[0, a.ndim)``, at least one; every other
-  axis is a batch axis (the launcher batches over them: one call, not a loop).
-- ``s``: a tuple of ints >= 1, one per axis: the logical transform length. The
-  input is cut or zero-padded to it. For ``fft_r2c`` the output's last
-  transformed axis has ``s[-1] // 2 + 1`` points; for ``fft_c2r`` ``s[-1]`` is the
-  real output length and the input is cut or padded to ``s[-1] // 2 + 1`` there.
-- ``norm``: ``"backward"``, ``"ortho"`` or ``"forward"``, meaning what it means in
-  the standard for the pair (``"backward"`` scales the inverse by ``1/n``, with
-  ``n = prod(s)``), and ``forward`` picks the sign of the exponent (``-`` when True).
-- The result has the precision of ``a`` (complex64 <-> float32, complex128 <->
-  float64), C order.
+- ``axes``: distinct ints in ``[0, a.ndim)``, at least one; every other axis is a batch
+  axis (one call batches over them, not a loop).
+- ``s``: one int >= 1 per axis, the logical transform length (input cut or zero-padded);
+  ``fft_r2c``'s last output axis has ``s[-1] // 2 + 1`` points, and for ``fft_c2r``
+  ``s[-1]`` is the real output length (input cut or padded to ``s[-1] // 2 + 1``).
+- ``norm``: ``"backward"`` (the inverse scaled by ``1/prod(s)``), ``"ortho"`` or
+  ``"forward"``, as in the standard; ``forward`` picks the exponent's sign (``-``).
+- The result has ``a``'s precision (complex64 <-> float32, complex128 <-> float64),
+  C order.
 
-Every op of the family has a plain reference here, written with ``xp`` as a DFT
-matrix product (``_reference_c2c``, ``_reference_r2c``, ``_reference_c2r``, one
-axis, ``O(n**2)``): the tests check the kernels against it, independently of
-pocketfft, and a new backend can do the same.
+Every op has a plain reference here, a DFT matrix product with ``xp`` (``_reference_c2c``,
+``_r2c``, ``_c2r``; one axis, ``O(n**2)``): the tests check every backend's kernels with it.
 
 Plan cache
 ----------
 Every launcher of the family may carry an attribute ``plan_cache``: a callable
-``plan_cache(device) -> PlanCache``, the cache of FFT plans (cuFFT/hipFFT plans,
-compiled OpenCL programs, twiddle tables) the backend keeps for that device.
-:func:`get_plan_cache` returns it. A :class:`PlanCache` has (CuPy's
-``cupy.fft.config.get_plan_cache()`` in spirit):
-
-- ``size``: the plans held now; ``max_size``: the bound on their count (settable
-  where the backend can bound it; 0 disables caching);
-- ``memsize``: the bytes the plans hold now (work areas included);
-  ``max_memory``: the bound on those bytes (settable likewise);
-- ``clear()``: drop every plan; ``info()``: a dict of the above and the backend's
-  notes; ``show()``: prints ``info()``.
-
-Any of the four numbers is ``None`` where the backend cannot know it, and
-setting a bound a backend cannot enforce raises NotImplementedError: a cache
-never claims plans it does not hold. Backend notes: the NumPy backend's plans
-live inside pocketfft (SciPy's, or NumPy's without SciPy): 16 per plan type,
-least recently used first out, no memory bound, not visible and not clearable
-from Python. There, ``size`` and ``memsize`` are ``None``, ``max_size`` is 16, and
-``clear()`` does nothing and says so (see ``tessera_array.backends.numpy.fft``).
+``plan_cache(device) -> PlanCache``, the cache of FFT plans the backend keeps for that
+device, which :func:`get_plan_cache` returns (:class:`PlanCache` says what it holds).
 """
 
 from __future__ import annotations
@@ -651,18 +627,34 @@ def _reference_c2r(x: Array, n: int, axis: int, norm: str, forward: bool) -> Arr
 
 @runtime_checkable
 class PlanCache(Protocol):
-    """A backend's cache of FFT plans for one device (see the module docstring).
+    """A backend's cache of FFT plans for one device (cuFFT/hipFFT plans, compiled
+    OpenCL programs, twiddle tables), as :func:`get_plan_cache` returns it; CuPy's
+    ``cupy.fft.config.get_plan_cache()`` in spirit.
 
     Attributes
     ----------
     size : int or None
         Plans held now; None where the backend cannot know.
     max_size : int or None
-        Bound on the number of plans (0: no caching); None where unbounded or unknown.
+        Bound on the number of plans (0: no caching; settable where the backend can
+        bound it); None where unbounded or unknown.
     memsize : int or None
-        Bytes held by the plans now; None where the backend cannot know.
+        Bytes held by the plans now (work areas included); None where the backend
+        cannot know.
     max_memory : int or None
-        Bound on those bytes; None where there is none.
+        Bound on those bytes (settable likewise); None where there is none.
+
+    Notes
+    -----
+    ``clear()`` drops every plan; ``info()`` is a dict of the above and the backend's
+    notes; ``show()`` prints ``info()``. Setting a bound a backend cannot enforce raises
+    NotImplementedError: a cache never claims plans it does not hold.
+
+    The NumPy backend's plans live inside pocketfft (SciPy's, or NumPy's without
+    SciPy): 16 per plan type, least recently used first out, no memory bound, not
+    visible and not clearable from Python. There, ``size`` and ``memsize`` are ``None``,
+    ``max_size`` is 16, and ``clear()`` does nothing and says so (see
+    ``tessera_array.backends.numpy.fft``).
     """
 
     @property

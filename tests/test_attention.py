@@ -9,6 +9,8 @@ reference; gradients are also checked by central finite differences in float64.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import math
 import tracemalloc
@@ -599,6 +601,27 @@ def _kern(device):
     return kern
 
 
+@contextlib.contextmanager
+def _paths(kern, **choices):
+    """``nn.attention`` on the NumPy backend takes ``kern.KernelPaths(**choices)`` inside the
+    block: the registry's two launchers are replaced by ones passing ``paths=``, then the
+    originals are put back."""
+    from tessera_array._dispatch import registry
+
+    paths = kern.KernelPaths(**choices)
+    dts = (xp.float32, xp.float64)
+    ops = {"attention_fwd": kern.attention_fwd, "attention_bwd": kern.attention_bwd}
+    saved = {(op, dt): registry.lookup(op, "numpy", dt) for op in ops for dt in dts}
+    try:
+        for op, fn in ops.items():
+            registry.register(op, "numpy", dts, functools.partial(fn, paths=paths), replace=True)
+        assert registry.lookup("attention_fwd", "numpy", xp.float32).keywords["paths"] is paths
+        yield paths
+    finally:
+        for (op, dt), fn in saved.items():
+            registry.register(op, "numpy", dt, fn, replace=True)
+
+
 FOLD_CASES = ["plain", "causal", "causal_br_sq>sk", "bool_mask", "additive_mask", "gqa",
               "window_causal_br"]
 
@@ -606,10 +629,11 @@ FOLD_CASES = ["plain", "causal", "causal_br_sq>sk", "bool_mask", "additive_mask"
 @pytest.mark.parametrize("growth", [1.0, 12.0])
 @pytest.mark.parametrize("case", FOLD_CASES)
 def test_folded_shift_matches_plain_passes(device, monkeypatch, case, growth):
-    """FOLD (scores come out of the product already shifted by the running max) and the
-    plain passes on the same inputs: both within RTOL of the float64 reference and
-    within float32 rounding of each other; late large keys force exact rescaling steps
-    (growth 12), an additive mask forces them on every tile; one fully masked row."""
+    """The folded shift (``KernelPaths.fold``: scores come out of the product already
+    shifted by the running max) and the plain passes on the same inputs: both within RTOL
+    of the float64 reference and within float32 rounding of each other; late large keys
+    force exact rescaling steps (growth 12), an additive mask forces them on every tile;
+    one fully masked row."""
     kern = _kern(device)
     _need_f64(device)
     monkeypatch.setattr(kern, "BLOCK_Q", 16)
@@ -624,8 +648,8 @@ def test_folded_shift_matches_plain_passes(device, monkeypatch, case, growth):
     ro, rl = attention_reference(q64, k64, v64, **kw_ref)
     got = {}
     for fold in (True, False):
-        monkeypatch.setattr(kern, "FOLD", fold)
-        out, lse = nn.attention(q, k, v, return_lse=True, **kw)
+        with _paths(kern, fold=fold):
+            out, lse = nn.attention(q, k, v, return_lse=True, **kw)
         assert _rel(out, ro) <= RTOL, fold
         rl_np = _np(rl)
         fin = np.isfinite(rl_np)
@@ -652,9 +676,9 @@ def test_one_call_products_under_the_blas_hold(device, monkeypatch):
     before = api[0]() if api else None
     runs = []
     for pin, pmin in ((True, 0), (True, 1 << 62), (False, 0), (True, 0)):
-        monkeypatch.setattr(kern, "PIN_BLAS", pin)
         monkeypatch.setattr(kern, "PARALLEL_MIN", pmin)
-        out = nn.attention(q, k, v, **kw)
+        with _paths(kern, pin_blas=pin):
+            out = nn.attention(q, k, v, **kw)
         assert _rel(out, ro) <= RTOL
         runs.append(_np(out).copy())
         if api:

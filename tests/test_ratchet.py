@@ -19,7 +19,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks import _cli, _core, _fingerprint, _ratchet
+from benchmarks import _cli, _core, _devices, _fingerprint, _ratchet
 from benchmarks._progress import Progress
 from benchmarks._suites import SUITES, Suite
 
@@ -490,3 +490,243 @@ def test_progress_bar_lines_without_a_terminal():
     assert len(lines) == 3
     assert "1/2" in lines[0] and lines[0].endswith("a")
     assert "2/2" in lines[2] and lines[2].endswith("done")
+
+
+# ---- per-side timers, fixed batches, primed batches ------------------------------------
+
+
+def _two_clocks(ns):
+    return ns["tessera_clock"], ns["peer_clock"]
+
+
+def test_benchmark_timers_batch_and_prime(tree):
+    """A benchmark may time each side with its own clock (an OpenCL kernel by profiling
+    markers, a CuPy one by CUDA events), a fixed number of calls per batch, and primed
+    batches; each is part of its definition, hence of its fingerprint."""
+    root, clock, kernels = tree
+    t_clock, p_clock = VirtualClock(), VirtualClock()
+    calls = {"tessera": 0, "peer": 0}
+
+    class Sides:
+        def tessera(self):
+            calls["tessera"] += 1
+            t_clock.work(300)
+            clock.work(1)  # the run's clock barely moves: it must not be the one read
+
+        def peer(self):
+            calls["peer"] += 1
+            p_clock.work(100)
+
+    def setup():
+        return {"k": Sides(), "tessera_clock": t_clock, "peer_clock": p_clock}
+
+    plain = _bench(kernels, name="own", setup=setup, timers=_two_clocks, batch=1)
+    (res,) = _run([plain], root, clock)
+    assert res["status"] == "ok", res.get("reason")
+    assert res["ratio"] == pytest.approx(3.0)
+    assert res["tessera_median_ns"] == 300 and res["peer_median_ns"] == 100
+    assert res["batch"] == 1 and res["rounds"] == SETTINGS.rounds
+    assert res["timers"] == {"tessera": "virtual", "peer": "virtual"}
+    # check call + warm-up + one call per round, no calibration
+    assert calls["tessera"] == 1 + SETTINGS.warmup + SETTINGS.rounds
+
+    calls.update(tessera=0, peer=0)
+    primed = _bench(kernels, name="own", setup=setup, timers=_two_clocks, batch=1,
+                    settle_s=1e-4, prime=True)
+    (res2,) = _run([primed], root, clock)
+    assert res2["status"] == "ok" and res2["ratio"] == pytest.approx(3.0)
+    # every timed (and warm-up) batch is preceded by one untimed call of its own side
+    assert calls["tessera"] == 1 + 2 * (SETTINGS.warmup + SETTINGS.rounds)
+
+    base = _bench(kernels, name="own", setup=setup)
+    defs = [b.definition() for b in (base, plain, primed)]
+    assert "timers" not in defs[0] and defs[1]["timers"] == "_two_clocks"
+    assert defs[1]["batch"] == 1 and defs[2]["prime"] is True
+    assert len({r["fingerprint"] for r in (res, res2)}) == 2
+
+
+def test_benchmark_timers_can_report_unavailable(tree):
+    root, clock, kernels = tree
+
+    def no_device_clock(ns):
+        raise _core.Unavailable("no profiling queue here")
+
+    (res,) = _run([_bench(kernels, timers=no_device_clock)], root, clock)
+    assert res["status"] == "unavailable" and res["reason"] == "no profiling queue here"
+
+
+# ---- device suites -------------------------------------------------------------------
+
+
+def _facts(device, backend, name, *, gpu, vendor=None, host=False):
+    return _devices.DeviceFacts(device=device, backend=backend, name=name, vendor=vendor,
+                                platform=None, driver=None, is_gpu=gpu, is_host=host)
+
+
+def test_device_labels_keep_baselines_apart(monkeypatch, tmp_path):
+    """Baselines are named by backend and device model: a CPU OpenCL driver's and an
+    H200's never share a file, while two H200s (opencl:0 on one host, opencl:1 on
+    another) do."""
+    pocl = _facts("opencl:0", "opencl", "pthread-AMD EPYC", gpu=False)
+    h200 = _facts("opencl:1", "opencl", "NVIDIA H200", gpu=True, vendor="NVIDIA Corporation")
+    h200_other = _facts("opencl:0", "opencl", "NVIDIA H200", gpu=True)
+    host = _facts("cpu", "numpy", "AMD EPYC 7B13", gpu=False, host=True)
+    assert [f.label for f in (pocl, h200, h200_other, host)] == [
+        "pthread-amd-epyc", "nvidia-h200", "nvidia-h200", "cpu"]
+    table = {"pocl": pocl, "h200": h200}
+    monkeypatch.setattr(_devices, "facts", lambda d: table[d])
+    paths = {_ratchet.baseline_path(tmp_path, "opencl", d).name for d in table}
+    assert paths == {"opencl-pthread-amd-epyc.json", "opencl-nvidia-h200.json"}
+
+
+def test_needs_say_why_a_device_suite_cannot_run(monkeypatch):
+    """A device suite's Needs name what is missing: the device (with the one that would
+    do, where it is loaded), the GPU, the vendor, the peer's module, the peer's check."""
+    table = {
+        "cpu": _facts("cpu", "numpy", "AMD EPYC", gpu=False, host=True),
+        "opencl:0": _facts("opencl:0", "opencl", "pthread-AMD EPYC", gpu=False),
+        "opencl:1": _facts("opencl:1", "opencl", "NVIDIA H200", gpu=True,
+                           vendor="NVIDIA Corporation"),
+        "opencl:2": _facts("opencl:2", "opencl", "gfx90a", gpu=True, vendor="AMD"),
+    }
+    loaded = {"opencl": ["opencl:0", "opencl:1", "opencl:2"]}
+    monkeypatch.setattr(_devices, "facts", lambda d: table[d])
+    monkeypatch.setattr(_devices, "_loaded_devices", lambda b: loaded.get(b, []))
+    monkeypatch.setattr(_devices, "_backend_reason", lambda b: "no such backend")
+
+    any_cl = _devices.Needs("opencl")
+    assert any_cl.unavailable_reason("opencl:0") is None
+    why = any_cl.unavailable_reason("cpu")
+    assert "this run's device, cpu (AMD EPYC" in why and "is a numpy device" in why
+    assert "run it with --device opencl:0 (pthread-AMD EPYC" in why
+
+    nvidia = _devices.Needs("opencl", gpu=True, vendor="NVIDIA")
+    assert nvidia.unavailable_reason("opencl:1") is None
+    assert "is not a GPU: run it with --device opencl:1 (NVIDIA H200; a GPU)" in \
+        nvidia.unavailable_reason("opencl:0")
+    assert "is not an NVIDIA device" in nvidia.unavailable_reason("opencl:2")
+
+    cuda = _devices.Needs("cuda", gpu=True, peers=("cupy",))
+    why = cuda.unavailable_reason("cpu")
+    assert "runs on cuda GPUs;" in why and "no cuda device is loaded here" in why
+
+    peer = _devices.Needs("opencl", peers=("tessera_no_such_peer_module",),
+                          peer_check=lambda f: "never consulted while a module is missing")
+    why = peer.unavailable_reason("opencl:0")
+    assert "its peer needs tessera_no_such_peer_module, which does not import" in why
+    assert "never consulted" not in why
+    checked = _devices.Needs("opencl", peer_check=lambda f: f"the peer is not on {f.name}")
+    assert checked.unavailable_reason("opencl:0") == "the peer is not on pthread-AMD EPYC"
+
+
+def _real_context(quick=True):
+    import tessera_array as xp
+    from benchmarks._suites import SuiteContext
+    from tessera_array._devices import default_device
+
+    return SuiteContext(xp=xp, device=default_device(), quick=quick)
+
+
+def _need_checkout():
+    if not (_cli.REPO_ROOT / "tessera_array" / "__init__.py").is_file():
+        pytest.skip(f"no repository checkout at {_cli.REPO_ROOT}: the benchmarks' source "
+                    "fingerprints need one (tessera_array is installed without its tree)")
+
+
+def test_every_suite_in_the_table_has_a_fingerprint_source_list():
+    """Every suite of the table, host and device suites alike, declares its benchmarks
+    without touching a device, and every benchmark names the sources it measures, each
+    pattern matching files of the checkout, in quick and full settings."""
+    _need_checkout()
+    device_suites = [s for s in SUITES.values() if s.needs is not None]
+    assert {s.name for s in device_suites} >= {
+        "opencl_kernels", "opencl_launch", "opencl_ops", "opencl_vs_cupy", "krylov_vs_cupy"}
+    for suite in SUITES.values():
+        if suite.not_implemented_reason() is not None:
+            continue
+        for quick in (True, False):
+            benches = suite.load()(_real_context(quick))
+            assert benches, suite.name
+            assert len({b.id for b in benches}) == len(benches), suite.name
+            for b in benches:
+                assert b.suite == suite.name and b.sources, b.id
+                assert _fingerprint.resolve_sources(b.sources, _cli.REPO_ROOT), b.id
+
+
+def test_device_suites_report_unavailable_without_their_device(tmp_path):
+    """On the host device every device suite is listed and reported unavailable with its
+    reason (no crash, exit 0, nothing measured, no baseline written); the reason names
+    the device it needs."""
+    import tessera_array as xp
+
+    device_suites = {n: s for n, s in SUITES.items() if s.needs is not None}
+    host = xp.__array_namespace_info__().devices()[0]
+    assert str(host) == "cpu"
+    for suite in device_suites.values():
+        why = suite.unavailable_reason(host)
+        assert why and suite.needs.backend in why, (suite.name, why)
+    common = ["--device", "cpu", "--out", str(tmp_path / "r"), "--baseline-dir",
+              str(tmp_path / "b"), "--no-plots", "--no-progress"]
+    for argv in (common + ["--list"], common + ["--record"], common):
+        args = _cli.build_parser(device_suites).parse_args(argv)
+        out, err = io.StringIO(), io.StringIO()
+        code = _cli.execute(args, suites=device_suites, stdout=out, stderr=err)
+        assert code == 0, (argv, out.getvalue(), err.getvalue())
+        for name in device_suites:
+            assert f"{name}: unavailable" in out.getvalue() or \
+                f"suite {name}: unavailable" in out.getvalue(), out.getvalue()
+    doc = json.loads((tmp_path / "r" / "numpy-cpu.json").read_text())
+    assert doc["benchmarks"] == []
+    assert {s["status"] for s in doc["suites"]} == {"unavailable"}
+    assert all(s["reason"] for s in doc["suites"])
+    # --record measured nothing: the baseline it wrote holds no ratio to hold anyone to
+    assert json.loads((tmp_path / "b" / "numpy-cpu.json").read_text())["benchmarks"] == {}
+
+
+def test_a_device_suite_runs_on_its_device(device, tmp_path):
+    """On an OpenCL device, a device suite runs end to end through the runner: the
+    launcher timed by its own clock, results and baseline named by the device's model."""
+    if device.kind != "opencl":
+        pytest.skip(f"the OpenCL device suites need an OpenCL device; {device} is not one")
+    _need_checkout()
+    suites = {"opencl_launch": SUITES["opencl_launch"]}
+    argv = ["--device", str(device), "--suite", "opencl_launch", "--filter",
+            "matvec[scalar]", "--out", str(tmp_path / "r"), "--baseline-dir",
+            str(tmp_path / "b"), "--no-plots", "--no-progress", "--record"]
+    args = _cli.build_parser(suites).parse_args(argv)
+    out = io.StringIO()
+    code = _cli.execute(args, suites=suites, settings=SETTINGS, stdout=out,
+                        stderr=io.StringIO())
+    assert code == 0, out.getvalue()
+    label = _devices.facts(device).label
+    doc = json.loads((tmp_path / "r" / f"opencl-{label}.json").read_text())
+    (res,) = doc["benchmarks"]
+    assert res["status"] == "ok", res.get("reason")
+    assert res["ratio"] > 0 and res["timers"]["tessera"] == _core.DrainedQueueTimer.name
+    base = json.loads((tmp_path / "b" / f"opencl-{label}.json").read_text())
+    assert set(base["benchmarks"]) == {"opencl_launch/matvec[scalar]"}
+
+
+def test_opencl_marker_timer_times_device_work(device):
+    """OpenclMarkerTimer: the span between two profiling markers around a launcher
+    call on a profiling queue (the launcher launches on its inputs' queue)."""
+    if device.kind != "opencl":
+        pytest.skip(f"an OpenCL device's timer; {device} is not one")
+    import numpy as np
+
+    import tessera_array as xp
+    from benchmarks._opencl import put
+    from tessera_array import launchers
+
+    a = put(np.ones((256, 256), np.float32), device)
+    queue = _devices.opencl_profiling_queue(a)
+    assert _devices.opencl_profiling_queue(a) is queue
+    a = a.with_queue(queue)
+    x = put(np.ones(256, np.float32), device).with_queue(queue)
+    mv = launchers.launcher("matvec", device, xp.float32)
+    timer = _core.OpenclMarkerTimer(queue)
+    token = timer.start()
+    y = mv(a, x)
+    span = timer.stop(token)
+    assert span > 0
+    assert y.queue is queue and np.array_equal(y.get(), np.full(256, 256, np.float32))

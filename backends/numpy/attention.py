@@ -16,126 +16,53 @@ output ``O``, and for each key block ``K_j, V_j`` of ``BLOCK_K`` keys::
     l  = a l + rowsum(P)                              (the undropped sum)
     O  = a O + (P * keep / (1 - p)) V_j               (dropout: keep from Philox)
 
-then ``O / l`` and ``lse = m + log(l)``. Folded shift (``FOLD``, items with more than
-one key tile): Q carries an extra column ``-c`` and K^T an extra row of ones, so the
-first product yields ``S - c`` directly, ``c`` being the row's running max once finite
-(0 before); a lazy tile then goes product -> exp in place -> product, with no
-subtraction pass. Lazy rescaling: after a row's first tile,
-``m`` is kept (no rowmax pass, ``a = 1``, no rescaling of ``l`` and ``O``) for any
-tile whose scores cannot exceed it by more than ``RESCALE_SLACK``, by the bound
-``|s_ij| <= |scale q_i| |k_j|``; ``exp(S - m)`` then stays below ``e**20``. The
-result is the same softmax (``lse = m + log(l)`` holds for any shift ``m``); an
-additive mask turns it off (it could raise scores past the bound). Backward (Algorithm 2): a work item is a
-head; for each key block (outer loop) and query block (inner), ``P = exp(S -
-lse)`` is rebuilt from the saved log-sum-exp, with ``delta = rowsum(dO * O)``::
+then ``O / l`` and ``lse = m + log(l)``. Folded shift (:attr:`KernelPaths.fold`, items
+with more than one key tile): Q carries an extra column ``-c`` and K^T a row of ones, so
+the first product yields ``S - c`` directly (``c``: the row's running max once finite).
+Lazy rescaling: after a row's first tile, ``m`` is kept (``a = 1``) for any tile whose
+scores cannot exceed it by more than ``RESCALE_SLACK``, by ``|s_ij| <= |scale q_i| |k_j|``;
+``lse = m + log(l)`` holds for any shift, and an additive mask turns it off.
+
+Backward (Algorithm 2): a work item is a head; for each key block (outer loop) and
+query block (inner), ``P = exp(S - lse)`` is rebuilt, with ``delta = rowsum(dO * O)``::
 
     dV_j += Pd^T dO_i;  dP = (dO_i V_j^T) * keep / (1 - p);  dS = P * (dP - delta)
     dQ_i += dS K_j;  dK_j += dS^T (scale Q_i);  dQ *= scale at the end
 
-dQ of a head accumulates in one O(S*D) buffer owned by its item, so no two threads
-write the same element (no atomics) and every sum runs in a fixed order: the same
-inputs give the same bits on every run, whatever the thread count or timing.
+Each item owns its buffers (no atomics) and every sum runs in a fixed order: the same
+inputs give the same bits whatever the thread count. Precision: float32 tiles for
+float16/bfloat16/float32 inputs, float64 for float64; the output has the input dtype,
+the log-sum-exp the accumulation dtype. Fully masked rows give output 0, lse -inf and
+zero gradients (as torch's CPU SDPA). Masking skips key tiles outside a block's
+causal/window band; a tile crossing the band's edge masks only its rows that hold
+hidden entries. Dropout keeps come per tile from ``philox.keep_block``, a pure
+function of (seed, offset, bh, i, j).
 
-Precision: tiles are float32 for float16/bfloat16/float32 inputs and float64 for
-float64 (inputs upcast per item: K^T and V once, Q per block); the output has the
-input dtype, the log-sum-exp the accumulation dtype. Fully masked rows give
-output 0, lse -inf and zero gradients (torch 2.13's CPU SDPA does the same).
+Threads: items run on a pool of one thread per usable core (at most ``MAX_THREADS``:
+past ~8 the GIL sets the pace). OpenBLAS's own threads must not fight the pool (5-10x
+slower when they did), so both launchers hold OpenBLAS at one thread for the call
+(``_threads.blas_one_thread``) and make each product one BLAS call; without the hold
+(another BLAS) products are cut to ``GEMM_MAX`` multiply-adds, which OpenBLAS runs on
+the calling thread. :class:`KernelPaths` names these choices (``fold``, ``pin_blas``,
+``big_gemm``); the launchers take ``paths=`` so tests and benchmarks can compare each
+with its alternative (the front end never passes it: the defaults are the product).
 
-Masking: key tiles outside a query block's causal/window band are skipped, and
-within a tile only the rows that see some of its keys are computed; a tile that
-crosses the band's edge gets a cached bool tile (``_hidden_tile``). Dropout keep
-decisions come per tile from :func:`tessera_array.backends.numpy.philox.keep_block`,
-a pure function of (seed, offset, bh, i, j): independent of tiling and threads.
+Tiles: at one or two threads the forward tile whose float32 scores fit the L2 cache
+wins; with more threads larger ones (fewer GIL hand-offs). Forward fp32 B=4 H=8 S=1024
+D=64, ms, keys per tile 128/256/512, 16-CPU Xeon (all figures: benchmarks/NOTES.md)::
 
-Threads: items run on a pool of one thread per usable core (at most ``MAX_THREADS``); NumPy
-releases the GIL in matmul and in the ufuncs. OpenBLAS's own thread pool must not
-fight this one (letting it thread a 512x1024x64 product from two pool threads on a
-busy 2-core machine measured 5-10x slower; threading the forward's 1024x128x64
-products from the calling thread alone, 4-12x slower). The forward and the backward
-hold OpenBLAS to one thread for the call (:class:`_blas_one_thread`: NumPy's bundled
-pthreads OpenBLAS, found by ctypes; process-wide, restored when the last holder
-exits) and then make each product one BLAS call. Without the hold (another BLAS)
-every product goes through :func:`_mm` cut into batched calls of at most
-``GEMM_MAX`` multiply-adds, which OpenBLAS runs on the calling thread. The backward
-with the hold against its cut products, 2-core EPYC, two threads, medians of 5 in
-one process: full 521 -> 337 ms, causal 315 -> 217 (torch SDPA's backward: 262 / 176).
+    threads              1            2            4          8
+    full   128/256/512   119/116/125  85/94/79     47/42/41   40/32/29
+    causal 128/256/512   81/87/107    52/52/61     36/31/34   40/28/24
 
-Measurements (fp32, B=4 H=8 S=1024 D=64, ms, 2026-11-30). The 2-core EPYC (512 KiB
-L2 per core) is shared and was busy: single-thread CPU time, best of 4, against torch
-SDPA on one thread (162 ms full, 122 ms causal); the Xeon of the device host, quiet,
-2 cores by taskset, wall time, median of 7, before lazy rescaling and the choice of
-the rows a tile computes (torch SDPA: 55.4 / 42.2 ms)::
-
-    forward BLOCK_Q x BLOCK_K   1024x128 1024x64 1024x256 512x128 512x64 2048x64 256x256
-    EPYC  full                   226-263 247-254  235-360 258-297 290-308 243-256   363
-          causal                 153-159 161-171  172-175 164-171 190-193 164-179   190
-    Xeon  full                       138     175      113     161       -       -   162
-          causal                     105     133       86     111       -       -   118
-
-The tile that wins is the largest whose score block (BLOCK_Q x BLOCK_K float32) fits
-the L2 cache: 512 KiB on the EPYC (1024x256, 1 MiB, loses there; it wins on the
-Xeon's larger L2). Where a tile spills, every pass over it (max, subtract, exp,
-sum) runs at L3 speed.
-
-    backward BLOCK_Q_BWD x BLOCK_K_BWD    256x256 128x256 256x128 512x256 128x128
-    EPYC  full (torch 1 thread: 422)          571     670     705     623     699
-          causal (285)                        353     370     354     380     386
-    Xeon  full (torch: 141)                   236     267     274     215     418
-          causal (112)                        167     185     176     154     249
-
-``PARALLEL_MIN``: on the busy EPYC the pool paid off from about 1M scores
-(4 heads x 512^2: 10.6 ms pooled against 11.6 ms on the calling thread; 8 x 256^2:
-7.3 against 6.3).
-
-Forward speed work for issue 5's target (tessera / torch SDPA <= 1.5, fp32 B=4 H=8
-S=1024 D=64), 2026-11-30, on the shared 2-core EPYC (load 1-3.5 from other users).
-Ratios: medians of paired rounds (each version and torch timed back to back in one
-process, /tmp scripts calling attention_fwd and F.scaled_dot_product_attention);
-``1c`` = ``taskset -c 0`` (torch on 1 thread), CPU time, 11 rounds; ``2c`` = both
-cores, wall time, 9 rounds. One column = one run; runs of the same code spread by
-about +-0.1 with the load. Predictions were written before measuring::
-
-    version                                  predicted   full 1c  2c   causal 1c  2c
-    v0  as committed (products cut to GEMM_MAX)  -          2.06  2.21      1.80  1.98
-    v1  v0 + folded shift (-m column in Q)    -5%        1.98  2.09      1.77  1.96
-        (with 31-row cuts, k = 65: 2.37 full 1c against 2.06: cuts now whole 8 rows)
-    v2  v0 + one BLAS call per product,       -13% (GEMM  1.62  1.83      1.53  1.68
-        OpenBLAS held to one thread           time -25%)
-    v3  v2 + folded shift (shipped)           -5%        1.68  1.70      1.42  1.68
-        (three more 1c runs of v2 -> v3: 1.71 -> 1.64 / 1.50 -> 1.45,
-        1.81 -> 1.74 / 1.52 -> 1.49; 2c 1.83 -> 1.70 / 1.68 -> 1.68)
-    last run, same process: v0                           1.86  2.03      1.69  1.82
-                            v3                           1.47  1.77      1.37  1.55
-
-The suite (``python -m benchmarks --suite attention --filter "fwd_vs_torch[full]"``,
-and ``[causal]``; ``taskset -c 0`` for 1c), v3, six 2c and two 1c runs: full 2c
-1.61-1.95, 1c 1.56-1.67; causal 2c 1.46-1.86, 1c 1.45-1.50 (v0: 2.33 full 2c, one run).
-
-v2 beat its prediction: cut products ran at 45-55 GFLOP/s against 68-74 in one
-call (OpenBLAS's per-call cost, about 3 us, on 7 us of work) and each cut product
-also allocated its output. v3 missed its: the subtract pass it removes is 34 us of a
-700-900 us tile (4-5%), but the first product gets an odd depth (65) and each item
-builds Q' and K'^T with the extra column; the net, about 3%, is below the noise.
-With the machine this loaded one pool thread does as well as two (calling thread
-only: 292 ms, pool: 319 ms; torch on 2 threads 180 ms, on 1: 171).
-
-What each cost (1 thread, one 1024x128 tile, D=64): each product 225-240 us
-(68-74 GFLOP/s; cut into 32-row calls 45-55 GFLOP/s: OpenBLAS's per-call cost,
-about 3 us, on 7 us of work), exp 190-340 us (float32 np.exp, AVX2 loop: 1.5-2.6
-ns/element here), subtract 34 us, row sum 16 us, O += 10 us. So the 8.6 GFLOP of
-the two products take >= 116 ms and exp >= 84 ms of a forward that torch does in
-150-175 ms on one thread: a floor of about 1.2 for this design. Tried and dropped:
-np.exp2 with log2(e) folded into the scale (2x slower: NumPy has no SIMD float32
-exp2 loop); tiles of 256-512 rows (slower) and of 256 keys (no clear difference);
-Q padded to 72 columns or the products transposed (no gain); the ones column of V
-for l (0-4%, within noise, and with dropout l must be the undropped sum while the
-product sums the dropped P: lse would then round differently with and without
-dropout, which tests/test_attention.py forbids).
+Backward tiles 256 x 256 (best of five on a 2-core EPYC). Against torch's CPU SDPA on one
+core the forward takes 1.5-1.7x (full), 1.4-1.5x (causal); products and exp bound it at 1.2x.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -144,27 +71,16 @@ from tessera_array import _dtypes
 
 from . import _threads as _blas
 
-__all__ = ["attention_bwd", "attention_fwd", "register"]
+__all__ = ["KernelPaths", "attention_bwd", "attention_fwd", "register"]
 
 BLOCK_Q = 1024  # forward: query rows per work item
 # Forward keys per tile: None picks by the threads that share the work
 # (BLOCK_K_BY_THREADS); an int (the tests' small tiles) is used as it is.
 BLOCK_K = None
-# (fewest threads, keys per tile), first match. Every tile costs ~10 NumPy calls, each
-# taking the GIL back, so with many threads the calls, not the arithmetic, set the pace
-# and larger tiles win; with one or two threads the tile whose scores fit the L2 cache
-# wins. Forward fp32 B=4 H=8 S=1024 D=64, ms, medians of 7, 2026-11-30 (.devrun-style
-# A/B in one process: keys per tile 128 / 256 / 512; torch SDPA alongside):
-#
-#   threads                   1            2            4           8           16
-#   Xeon full   128/256/512   119/116/125  85/94/79     47/42/41    40/32/29    50/41/31
-#               torch         79           54           39          13          16
-#   Xeon causal 128/256/512   81/87/107    52/52/61     36/31/34    40/28/24    58/40/29
-#               torch         59           34           18          12          8
-#   EPYC 2-core full          -            166/155/169  (causal 112/119/142)
-#
-# (Xeon: the H200 host's 16 logical CPUs; EPYC: the shared 2-core VM.) Larger tiles lose
-# on the causal diagonal at few threads: a tile that crosses it computes its hidden half.
+# (fewest threads, keys per tile), first match: the module docstring's table. Every tile
+# costs ~10 NumPy calls, each taking the GIL back, so with many threads the calls set the
+# pace and larger tiles win; at few threads larger tiles also lose on the causal diagonal
+# (a tile crossing it computes its hidden half).
 BLOCK_K_BY_THREADS = ((5, 512), (3, 256), (1, 128))
 BLOCK_Q_BWD = 256  # backward: query rows per tile
 BLOCK_K_BWD = 256  # backward: keys per tile
@@ -179,16 +95,9 @@ GEMM_MAX = 1 << 18
 # Lazy rescaling (forward): the running max is raised only when a tile's scores could
 # exceed it by more than this (natural-log units; e**20 = 4.9e8, far from overflow).
 RESCALE_SLACK = 20.0
-# Forward: fold the shift by the running max into the first product (see the module
-# docstring); False: a separate subtraction pass (kept for the tests' comparison).
-FOLD = True
-# Forward: hold OpenBLAS to one thread for the call (PIN_BLAS) and then make each
-# product one BLAS call (BIG_GEMM) instead of cuts of GEMM_MAX.
-PIN_BLAS = True
-BIG_GEMM = True
 # The most pool threads. The tile loops make ~10 NumPy calls per tile, each taking the
-# GIL back; past about 8 threads the GIL, not the cores, sets the pace. H200 host Xeon
-# (16 logical CPUs), fp32 B=4 H=8 S=1024 D=64, ms, medians, 2026-11-30:
+# GIL back; past about 8 threads the GIL, not the cores, sets the pace. 16-CPU Xeon,
+# fp32 B=4 H=8 S=1024 D=64, ms, medians:
 #   threads                 4      8      16
 #   forward full / causal   47/39  31/29  35/33  (torch SDPA: 28/26  19/14  12/8)
 #   backward full / causal  154/90 145/94 277/158 (torch: 71/55  49/40  35/27)
@@ -198,6 +107,26 @@ _POOL = None
 # Test hook: every output buffer is allocated here (tests poison it with NaN to
 # prove that the kernels write every element).
 _alloc = np.empty
+
+
+@dataclass(frozen=True)
+class KernelPaths:
+    """Which of two equivalent code paths the launchers take, for tests and benchmarks.
+
+    The defaults are the product's choices (the front end never passes ``paths``);
+    ``attention_fwd(..., paths=KernelPaths(fold=False))`` takes the alternative, so a
+    test can check that both give the same results and a benchmark can time the two.
+    """
+
+    # Forward: fold the shift by the running max into the first product (the module
+    # docstring); False: a separate subtraction pass.
+    fold: bool = True
+    # Hold OpenBLAS at one thread for the call when some product exceeds GEMM_MAX;
+    # False: never hold it (products are then cut to GEMM_MAX, as with another BLAS).
+    pin_blas: bool = True
+    # Under the hold, make each product one BLAS call; False: cut to GEMM_MAX anyway.
+    big_gemm: bool = True
+
 
 
 def _threads() -> int:
@@ -264,7 +193,8 @@ def _pooled(items, work: int) -> bool:
     return work >= PARALLEL_MIN and len(items) >= 2 and _threads() >= 2
 
 
-def _run_items(fn, items, pooled: bool, big: bool = True) -> None:
+def _run_items(fn, items, pooled: bool, big: bool = True,
+               paths: KernelPaths = KernelPaths()) -> None:
     """``fn(item, gmax)`` for every item; on the pool when ``pooled``.
 
     OpenBLAS is held to one thread for the call (:func:`_blas_one_thread`) and each
@@ -274,8 +204,8 @@ def _run_items(fn, items, pooled: bool, big: bool = True) -> None:
     matters: letting OpenBLAS thread the 1024x128x64 products on the busy 2-core
     machine measured 4-12x slower than the held pool.
     """
-    with _blas_one_thread(big) as one:
-        gmax = 0 if one and BIG_GEMM else None
+    with _blas_one_thread(big and paths.pin_blas) as one:
+        gmax = 0 if one and paths.big_gemm else None
         if not pooled:
             for it in items:
                 fn(it, gmax)
@@ -290,8 +220,8 @@ _blas_api = _blas.blas_api
 
 def _blas_one_thread(wanted: bool = True):
     """The process-wide hold of OpenBLAS at one thread (``_threads.blas_one_thread``),
-    taken only when ``wanted`` and :data:`PIN_BLAS`."""
-    return _blas.blas_one_thread(PIN_BLAS and wanted)
+    taken only when ``wanted``."""
+    return _blas.blas_one_thread(wanted)
 
 
 def _block_k(threads: int) -> int:
@@ -397,14 +327,15 @@ def _mask_tile(s, mask, i0, i1, j0, j1, hidden):
 
 
 def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropout=None,
-                  want_lse=True):
+                  want_lse=True, paths: KernelPaths = KernelPaths()):
     """Tiled attention forward; ``(out, lse)`` (``lse`` None unless ``want_lse``).
 
     ``q (*L, Sq, D)``, ``k (*L, Sk, D)``, ``v (*L, Sk, Dv)``, ``mask`` None or
     ``(*L, Sq, Sk)`` (bool, True = take part, or additive of q's dtype); any
     strides, stride-0 (broadcast) views included. ``dropout`` is None or
     ``(p, seed, offset, threshold)``. Returns ``out (*L, Sq, Dv)`` of q's dtype and ``lse
-    (*L, Sq)`` of the accumulation dtype, both C-contiguous.
+    (*L, Sq)`` of the accumulation dtype, both C-contiguous. ``paths``: the code paths
+    taken (:class:`KernelPaths`; the front end leaves the product's).
     """
     lead = q.shape[:-2]
     sq, d = q.shape[-2:]
@@ -433,7 +364,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
         ja, jb = band.keys(i0, i1, sk)
         jb = max(ja, jb)  # (jb < 0 when no query of the block sees a key)
         nk = jb - ja
-        fold = FOLD and nk > bk  # (one tile: its step is the exact one anyway)
+        fold = paths.fold and nk > bk  # (one tile: its step is the exact one anyway)
         # Folded: Q' = [scale Q, -c] and K'^T = [K^T; 1], so Q' K'^T = S - c with c the
         # shift of each row (its running max once finite, 0 before): on a lazy tile the
         # scores come out of the product already shifted (no subtraction pass).
@@ -534,17 +465,18 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
                 lse[idx][i0:i1] = np.where(seen, m + np.log(l), -np.inf)
 
     # Products small enough for one BLAS call on the calling thread need no hold.
-    _run_items(rows, items, pooled, bq * min(bk, sk) * d > GEMM_MAX)
+    _run_items(rows, items, pooled, bq * min(bk, sk) * d > GEMM_MAX, paths)
     return out, lse
 
 
 def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, window=None,
-                  dropout=None):
+                  dropout=None, paths: KernelPaths = KernelPaths()):
     """Tiled attention backward: ``(dq, dk, dv)``, each of its input's shape and dtype.
 
     Arguments as :func:`attention_fwd`, plus the forward's ``out`` and ``lse`` and
     the output gradient ``dout``, all ``(*L, ...)``. ``dk``/``dv`` are per query
     head (shape ``(*L, Sk, D)``); the front end sums them over broadcast heads.
+    ``paths``: as for :func:`attention_fwd` (``fold`` does not apply).
     """
     lead = q.shape[:-2]
     sq, d = q.shape[-2:]
@@ -602,7 +534,7 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
 
     items = list(range(len(heads)))
     big = min(BLOCK_Q_BWD, sq) * min(BLOCK_K_BWD, sk) * max(d, dv_) > GEMM_MAX
-    _run_items(head, items, _pooled(items, len(heads) * sq * sk), big)
+    _run_items(head, items, _pooled(items, len(heads) * sq * sk), big, paths)
     return dq_out, dk_out, dv_out
 
 

@@ -27,10 +27,9 @@ Engines
 ``workers`` threads (below). ``scipy.fft`` is imported at the first transform,
 not when the backend registers (the import takes about 0.25 s).
 
-``numpy.fft`` (when SciPy is not installed): single-threaded. NumPy >= 2 keeps
-single precision; NumPy < 2 computes complex64/float32 input in double precision
-and the result is cast back to the input's precision (rounded once, never a
-silent upcast). ``numpy.fft`` has no n-D Hermitian transforms, so ``hfftn`` /
+``numpy.fft`` (when SciPy is not installed): single-threaded. NumPy >= 2 keeps single
+precision; NumPy < 2 computes it in double, cast back once (never a silent upcast).
+``numpy.fft`` has no n-D Hermitian transforms, so ``hfftn`` /
 ``ihfftn`` are computed through ``irfftn`` / ``rfftn`` of the conjugate with the
 normalization mirrored (the identity NumPy's own ``hfft`` uses).
 
@@ -39,10 +38,9 @@ Worker threads
 ``TESSERA_FFT_WORKERS`` when set (a positive int), otherwise the number of CPUs
 this process may run on (``os.cpu_count()`` narrowed by the CPU affinity mask
 where the platform has one); read at each call, so it can change at run time.
-Threads cost more than they save on small transforms, so a transform of fewer
-than :data:`THREADS_MIN_ELEMENTS` (16384) input elements runs on one thread: the
-crossover in this table, measured with scipy 1.18.1 on 16 idle cores (Python
-3.12), best time per call in microseconds for ``workers=1 / 2 / 4 / 16``::
+Threads cost more than they save on small transforms, so one of fewer than
+:data:`THREADS_MIN_ELEMENTS` (16384) input elements runs on one thread (the crossover;
+scipy 1.18.1, 16 idle cores, best us per call for ``workers=1 / 2 / 4 / 16``)::
 
     fft, complex64, batch x length            rfftn, float64
     16 x 64       6.3 /  6.5 /  6.5 /  6.5    8^3    18.6 / 17.8 / 18.0 / 18.4
@@ -56,12 +54,9 @@ why the small cubes show no difference.)
 
 Plan cache
 ----------
-pocketfft keeps its plans (twiddle tables) in a cache of its own, compiled into
-SciPy's and NumPy's extension modules: the ``POCKETFFT_CACHE_SIZE`` default of 16
-plans per plan type (complex or real, per precision), least recently used first
-out, with no memory bound and no Python interface. :class:`PocketfftPlanCache`
-says exactly that: its ``size`` and ``memsize`` are ``None`` (unknown),
-``max_size`` is 16 per plan type, and ``clear()`` cannot reach the cache.
+pocketfft keeps its plans in a cache compiled into SciPy's and NumPy's extension
+modules (``POCKETFFT_CACHE_SIZE``: 16 per plan type, least recently used first out, no
+memory bound, no Python interface); :class:`PocketfftPlanCache` says exactly that.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ call validates its arguments by attribute tests (or by its plan key, which holds
 attribute the checks read) and goes straight to the kernel; only a new shape class
 takes the full checks. The tables are in each launcher module's docstring.
 
-The host cost per call is measured by ``python -m benchmarks.opencl_launch``.
+The host cost per call is measured by ``python -m benchmarks --device opencl:N --suite
+opencl_launch``.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ dot.py). Booleans and integers run one generated kernel (a plain loop; integers 
 NumPy's do). ``vector_norm`` and ``matrix_norm`` (but its SVD-based ords) are reductions
 here; the factorizations and solvers run through the host fallback.
 
-Measured (2-core AMD EPYC, PoCL 3.0, one core: ``taskset -c 0 python -m
-tessera_array.backends.opencl._ops_linalg``; medians, alternating rep by rep, load
-average ~4 from other users): native ``matmul`` against the host path it replaced (copy
-to the host, NumPy's OpenBLAS, copy back). Expected: within a few times of BLAS (no FMA,
+Measured (2-core AMD EPYC, PoCL 3.0, one core: ``taskset -c 0 python -m benchmarks
+--device opencl:0 --suite opencl_ops``; medians, alternating, load average ~4 from other
+users): native ``matmul`` against the host path it replaced (copy to the host, NumPy's
+OpenBLAS, copy back). Expected: within a few times of BLAS (no FMA,
 no packing); the first version, the GPU tile kernel on PoCL, took 785 ms for float32
 512 x 512 (PoCL serialises its 256-item work-groups around every barrier), which the
 CPU tile kernel replaced.
@@ -378,38 +378,3 @@ def matrix_norm(a, keepdims: bool = False, ord="fro"):
     if keepdims:
         out = out.reshape(out.shape + (1, 1))
     return out
-
-
-def _bench() -> None:
-    """Native ``matmul`` against the host-fallback path it replaced (copy to the host,
-    NumPy's BLAS, copy back), alternating rep by rep, medians; see the module notes."""
-    import time
-
-    from tessera_array.backends.numpy import _ops as host_ops
-
-    import tessera_array as xp
-
-    host = host_fallback("bench matmul", host_ops.matmul, record=False)
-    q = xp.asarray([0.0], device="opencl:0")._data.queue
-    rng = np.random.default_rng(0)
-    for dt in ("float32", "float64"):
-        for n in (16, 64, 256, 512):
-            a = _kernels.to_device(q, rng.standard_normal((n, n)).astype(dt))
-            b = _kernels.to_device(q, rng.standard_normal((n, n)).astype(dt))
-            runs = ((lambda a=a, b=b: _kernels.to_host(matmul(a, b))),
-                    (lambda a=a, b=b: _kernels.to_host(host(a, b))))
-            times = ([], [])
-            for f in runs:
-                f()
-            for _ in range(30 if n <= 256 else 7):
-                for f, t in zip(runs, times):
-                    t0 = time.perf_counter()
-                    f()
-                    t.append(time.perf_counter() - t0)
-            nat, hst = (float(np.median(t)) * 1e3 for t in times)
-            print(f"matmul {dt} {n}x{n}: native {nat:.3f} ms, host fallback {hst:.3f} ms, "
-                  f"ratio {hst / nat:.2f}x")
-
-
-if __name__ == "__main__":
-    _bench()

@@ -8,9 +8,9 @@ order in both directions, as on the NumPy backend. GPUs run a bitonic network ov
 memory, one launch each; the long steps one launch per step over every line); CPU
 devices run log2(n) merge passes instead (no padding, no barriers).
 
-Measured (2-core AMD EPYC, PoCL 3.0, one core: ``taskset -c 0 python -m
-tessera_array.backends.opencl._ops_sorting``; medians of 15, alternating; load average
-~3.5 from other users), float64:
+Measured (2-core AMD EPYC, PoCL 3.0, one core, medians of 15, alternating; load average
+~3.5 from other users), float64; ``python -m benchmarks --device opencl:0 --suite
+opencl_ops`` times the native sort against the host path:
 
     ========  =========  ===========  ================
     n         merge ms   bitonic ms   host path ms
@@ -176,49 +176,3 @@ def _copy(a):
     out = _kernels.empty(a.queue, a.shape, a.dtype)
     _kernels.copy_into(out, a)
     return out
-
-
-def _bench() -> None:
-    """Native ``sort`` (merge path, then the bitonic network) against the host-fallback
-    path it replaced, float64, alternating rep by rep, medians."""
-    import time
-
-    from tessera_array.backends.numpy import _ops as host_ops
-
-    import tessera_array as xp
-
-    from ._fallback import host_fallback
-
-    global MERGE_ON_CPU
-    host = host_fallback("bench sort", host_ops.sort, record=False)
-    q = xp.asarray([0.0], device="opencl:0")._data.queue
-    rng = np.random.default_rng(0)
-    for n in (1000, 100000):
-        a = _kernels.to_device(q, rng.standard_normal(n))
-
-        def merge(a=a):
-            global MERGE_ON_CPU
-            MERGE_ON_CPU = True
-            return _kernels.to_host(sort(a))
-
-        def bitonic(a=a):
-            global MERGE_ON_CPU
-            MERGE_ON_CPU = False
-            return _kernels.to_host(sort(a))
-
-        runs = (merge, bitonic, lambda a=a: _kernels.to_host(host(a)))
-        times = ([], [], [])
-        for f in runs:
-            f()
-        for _ in range(15):
-            for f, t in zip(runs, times):
-                t0 = time.perf_counter()
-                f()
-                t.append(time.perf_counter() - t0)
-        m, b, h = (float(np.median(t)) * 1e3 for t in times)
-        print(f"sort float64 n={n}: merge {m:.3f} ms, bitonic {b:.3f} ms, host path {h:.3f} ms")
-    MERGE_ON_CPU = True
-
-
-if __name__ == "__main__":
-    _bench()

@@ -32,100 +32,31 @@ extends the last one Hermitian to ``s[-1]`` points and keeps the real part; ``hf
 is ``irfftn`` of the conjugate with the normalization mirrored (the NumPy backend's
 identity). Normalization is one scaling at the end.
 
-Accuracy (max |error| / max |numpy.fft in complex128|, forward and inverse, batches
-of 3; ``C = error / (eps log2 m)``, ``m`` the power of two transformed): radix-2 before
-/ radix-8/4/2 now, lengths 2 .. 2^16: complex64 C <= 0.68 / 0.68, complex128 C <= 0.66 /
-0.47 (e.g. 65536: 1.06e-15 / 7.61e-16); Bluestein (3, 5, 7, 17, 97, 127, 1000, 4095,
-65537): C <= 0.74 / 0.68 (complex64), 2.65 / 2.52 (complex128, n = 7). The local and the
-global routes gave the same bits (lengths 2 .. 16384 and three Bluestein lengths,
-both dtypes). tests/test_opencl_kernels.py asserts C <= 2 (powers of two) and C <= 5
-(Bluestein) for every length, both routes.
+Accuracy, ``C = max |error| / max |numpy.fft| / (eps log2 m)`` (``m`` the power of two
+transformed): lengths 2 .. 2^16 C <= 0.68 (complex64), 0.47 (complex128); Bluestein
+C <= 0.68 / 2.52. The local and the global routes give the same bits.
+tests/test_opencl_kernels.py asserts C <= 2 (powers of two) and C <= 5 (Bluestein).
 
-Measured, PoCL 3.0 (``pthread-AMD EPYC``, 2 cores shared with other jobs, load 5-8),
-2026-11-30, c2c forward, contiguous rows. Expected beforehand: 12 -> 4 passes for
-4096 (16 -> 6 for 65536, 2 x 13 -> 2 x 5 through Bluestein's 8192), each pass one
-sweep of the data, and no input gather: about 2-3x on the rows.
+Speed, and why not pyvkfft (VkFFT's OpenCL backend): PoCL 3.0, 2-core EPYC, c2c forward:
 
-Before (radix-2, one launch per pass: fft.py and fft.cl of commit 659ce0d, loaded
-beside these in the same process by a scratch script) against now and NumPy's launcher
-(``pick_engine().c2c``), alternating rep by rep, medians of 31 reps; the second figure
-of each pair is a run under ``taskset -c 1``, 21 reps:
+=======================  =========  ============  ===========================
+rows                     launches   numpy / ours  ours / pyvkfft time
+=======================  =========  ============  ===========================
+64 x 4096 complex64      4          0.20-0.43     0.50
+64 x 4095 (Bluestein)    13         0.05-0.12     1.32
+16 x 65536 complex64     6          0.31-0.41     0.21
+64 x 4096 complex128     4          0.18-0.97     0.34
+=======================  =========  ============  ===========================
 
-=======================  =========  ==========  ==========  =========  ===============
-rows                     launches   before ms   now ms      speed-up   numpy / now
-=======================  =========  ==========  ==========  =========  ===============
-64 x 4096 complex64      13 -> 4    11.2, 14.0  4.74, 6.66  2.4, 2.1   0.43, 0.20
-64 x 4095 (Bluestein)    30 -> 13   93.3, 82.0  54.9, 46.0  1.7, 1.8   0.12, 0.05
-16 x 65536 complex64     17 -> 6    112, 89.1   42.4, 41.2  2.6, 2.2   0.41, 0.31
-64 x 4096 complex128     13 -> 4    15.9, 48.7  7.87, 16.0  2.0, 3.1   0.97, 0.18
-=======================  =========  ==========  ==========  =========  ===============
-
-(A third, 21-rep run on a load of 8 gave 1.15 / 1.78 / 3.65 / 2.36.) The 4096 gain is
-below 3x: a radix-8 pass costs PoCL about 0.7-0.9 ms on 64 x 4096 complex64 where a
-radix-2 pass cost 0.4-0.7 (the butterfly's arithmetic, not the memory, dominates on
-the CPU). Written with its values in a private array, the same radix-8 pass ran 3-4x
-slower on PoCL; the kernels use named scalars (fft.cl).
-
-``tessera_fft_local`` against one launch per pass, same rows (``LOCAL_MAX_N``), batch
-2^18 / n, global time / local time (above 1: local faster), PoCL, load 4:
-
-=========  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====
-n          8     16    32    64    128   256   512   1024  2048  4096  8192
-complex64  4.77  4.51  0.97  0.69  1.13  0.71  1.02  0.90  0.99  0.34  0.48
-complex128 1.25  1.24  0.70  0.82  0.94  1.14  1.14  0.88  1.02  0.96  1.14
-=========  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====  ====
-
-On this CPU it wins for short rows (one launch, several rows a work-group), runs
-0.69-1.14x from 32 to 2048 points (noisy; no clear winner) and loses at 4096+ in
-complex64, hence ``LOCAL_MAX_N = 2048``; on a GPU the one launch and the on-chip passes
-should favor it more (not measured here: the GPU run of ``python -m
-benchmarks.opencl_kernels`` is made separately; its 64 x 4096 rows take the global
-passes, and a GPU may want a larger ``LOCAL_MAX_N``). PoCL 3.0 also ignored an ``if (row < batch)`` guarding the stores of a
-work-group's padding rows after its barriers (they wrote past the output); the output
-therefore has ``ceil(batch / P) P`` rows and the padding rows are sliced off.
-
-pyvkfft (VkFFT's OpenCL backend) against these kernels. ``pip download pyvkfft
---only-binary=:all:`` finds no wheel for this platform (CPython 3.11, manylinux x86-64):
-"ERROR: Could not find a version that satisfies the requirement pyvkfft (from versions:
-none)"; PyPI has only the sdist of 2025.1.1. Built from that sdist in the local
-environment only (``apt-get install opencl-headers ocl-icd-opencl-dev``, then
-``VKFFT_BACKEND=opencl pip install pyvkfft``: without ``VKFFT_BACKEND`` the build takes
-the CUDA path and fails, "fatal error: nvrtc.h: No such file or directory"), not a
-dependency. ``pyvkfft.opencl.VkFFTApp(shape, dtype, queue, ndim=1, inplace=False)``,
-``app.fft(x, out)`` alternating with NumPy and ``fft_c2c``, 15 reps, medians, load 7
-(scratch script; plan + first call 0.3-0.6 s each):
-
-=======================  ========  ==========  ==========  ===================
-rows                     numpy ms  native ms   pyvkfft ms  native / pyvkfft time
-=======================  ========  ==========  ==========  ===================
-64 x 4096 complex64      3.94      13.6        27.3        0.50
-64 x 4095 complex64      6.48      67.3        51.0        1.32
-16 x 65536 complex64     26.7      60.0        283         0.21
-64 x 4096 complex128     4.52      5.15        15.2        0.34
-=======================  ========  ==========  ==========  ===================
-
-(An earlier run, load 4: 0.56, 1.25, 0.14, 0.43.) Accuracy equal (1.6e-07 both at 4096;
-Bluestein 2.2e-07 native, 1.5e-07 pyvkfft, which factors 4095 = 3^2 5 7 13 instead).
-Decision: the native kernels. They are 2-7x faster on PoCL for powers of two, need no
-build step, and pyvkfft has no wheel; pyvkfft is 1.3x faster only through lengths with
-small odd factors, where these kernels go through Bluestein (mixed radix 3/5/7 is the
-next step for those). ``python -m benchmarks.opencl_kernels`` adds pyvkfft rows when it
-is importable, for the GPU comparison.
-
-Earlier GPU figure (radix-2 kernels, 64 rows, NumPy launcher time / ours): NVIDIA H200
-OpenCL c2c complex64 4096 0.42, 4095 (Bluestein) 0.20, r2c 0.16-0.18 against the host's
-pocketfft; not re-measured with these kernels here.
-
-The plan-cache object of :func:`tessera_array.fft.get_plan_cache` is
-:class:`OpenclPlanCache` (the kept twiddle tables and Bluestein plans of a device).
-Not yet: radices other than 2/4/8 (odd lengths go through Bluestein). The kernels
-that put the rows in the second grid dimension (radix passes, Bluestein's elementwise
-steps, the Hermitian extension, the gathers) launch at most 65535 rows at a time
-(:func:`_by_rows`). OpenCL bounds a global size only by ``size_t``, and NVIDIA's driver
-(580.159.04, H200) ran batches of 66000-100000 rows in one launch correctly before this
-split too (c2c and c2r within 2e-7 of numpy.fft, with and without it); the split keeps
-to CUDA's grid-y limit of 65535 for drivers built on it that pass the limit through.
-float64/complex128 only on devices with ``cl_khr_fp64``.
+The native kernels need no build step (pyvkfft has no wheel); pyvkfft wins only on
+lengths with small odd factors, Bluestein's here (mixed radix 3/5/7 would be next).
+``LOCAL_MAX_N = 2048``: the one-launch kernel wins for short rows on PoCL, is even up to
+2048 points and loses from 4096 (a GPU may want more; not measured). PoCL 3.0 ignored a
+store guard after barriers, so the output has ``ceil(batch / P) P`` rows, sliced after.
+:func:`tessera_array.fft.get_plan_cache` gives an :class:`OpenclPlanCache` (a device's
+twiddles and Bluestein plans). Launches put at most 65535 rows in the second grid
+dimension (:func:`_by_rows`: CUDA's grid-y limit). float64/complex128 need
+``cl_khr_fp64``. The runs behind these figures: benchmarks/NOTES.md.
 """
 
 from __future__ import annotations

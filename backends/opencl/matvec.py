@@ -15,153 +15,48 @@ Variants (the keys of the per-solver routing table,
     (PoCL) one work-item (work-group of one) per block of contiguous rows,
     :data:`CPU_BLOCKS` blocks per compute unit, eight rows at a time sharing each
     load of ``x`` (row-major ``A``), or column by column into the block's slice of
-    ``y`` (column-major ``A``, e.g. a transposed view), built with ``-DTESSERA_CPU``.
+    ``y`` (column-major ``A``, e.g. a transposed view), built with ``-DTESSERA_CPU``
+    (loads through an unaligned vector typedef: PoCL 3.0 calls ``vload8`` and
+    ``min`` out of line, which made the first CPU kernel run at half of BLAS).
 ``warp``
     One work-group of :data:`WARP_WG` work-items per row with a local-memory tree
     reduction (``tessera_matvec_warp``): the portable form of a warp per row, since
-    OpenCL has no warp. A sub-group form (``sub_group_reduce_add``) needs
-    ``cl_khr_subgroups``, which NVIDIA's OpenCL driver and CI's PoCL 3.0 lack (PoCL
-    5.0 has it, on CPU devices only, where this variant is not used: below), so it
-    is not written: it could not be run where it would matter.
+    OpenCL has no warp. A sub-group form needs ``cl_khr_subgroups``, which NVIDIA's
+    OpenCL driver and PoCL 3.0 lack, so it is not written.
 ``default``
     The ``scalar`` kernel (see :data:`DEFAULT_IS`).
 
 On CPU devices ``warp`` runs the ``scalar`` row-block kernel, as the NumPy backend
 maps every variant name to one BLAS call: a work-group per row measured 0.1-0.3x of
-the row-block kernel on PoCL 3.0 (float32, 513 to 4097 square, a shared 2-core
-EPYC), so the per-solver routing keeps its meaning on GPUs and costs nothing on
-CPUs. The tests force the GPU geometry on PoCL too, so both kernels run in CI.
+the row-block kernel on PoCL 3.0, so the per-solver routing keeps its meaning on GPUs
+and costs nothing on CPUs. The tests force the GPU geometry on PoCL too, so both
+kernels run in CI.
 
-Why the CPU kernel ran at half of BLAS (PoCL 3.0-rc2, LLVM 14, 2-core EPYC,
-2026-11-30). PoCL used both cores (two worker threads, each ~0.5 of the wall time
-under the shared machine's load, read from /proc/self/task), the rows were split
-into 16 blocks, and the inner loop was explicit float8 arithmetic; but
-``POCL_VECTORIZER_REMARKS=1`` and the disassembly of the cached ``.so``
-(``POCL_LEAVE_KERNEL_COMPILER_TEMP_FILES=1``) show that PoCL 3.0 calls ``vload8``
-and ``min`` out of line (remark: "not inlined ... should never be inlined"): five
-calls per 8 columns of 4 rows, a compute-bound loop (2049^2, which stays in L3,
-ran at 6 GB/s against BLAS's 54). Loads through an unaligned vector typedef
-compile to plain ``vmovups``/``vmulps`` with no call. The launcher also spent
-20-30 us a call in ``cla.empty`` (NumPy shape checks in pyopencl's constructor);
-the fast constructor takes 3 us.
+Against NumPy's ``a @ x`` (OpenBLAS sgemv on both cores; NumPy time / ours, float32,
+PoCL 3.0 on a shared 2-core EPYC, each side timed in its own steady state)::
 
-Variants tried (float32, PoCL 3.0 CPU path; ``numpy`` = ``a @ x``, OpenBLAS sgemv
-on both cores; medians in ms of 21-41 reps alternated with NumPy in one process;
-the machine's load average was 2-6 throughout, from other users, so a figure moves
-by up to 2x between runs: compare within a run). The launcher, before and after,
-with ``finish`` (scratch script alternating NumPy / before / after; 4 runs)::
+    513^2   0.24-0.44   launch bound: the kernel runs in 27-30 us of a 58-120 us call
+    2049^2  0.35-1.27   A in L3: OpenBLAS reaches 73 GB/s on two cores, PoCL ~1 ms
+    4097^2  1.16-1.25   A streamed from DRAM by both sides (float64: 1.03-1.44)
 
-                                          513^2       2049^2      4097^2
-    numpy a @ x                           0.09-0.14   1.0-16      7.7-17
-    before: vload8 calls, 4 rows          0.45-0.63   1.8-9.3     12-32
-    after, 4 rows (first form)            0.15-0.18   1.0-3.6     7.9-12.6
-    after, 8 rows (kept)                  0.17-0.20   2.0-3.9     16-18.5
-    before/after, same run                2.9-3.4x    1.4-2.6x    1.3-1.9x
-
-Kernels alone (arguments set once, ``enqueue_nd_range_kernel`` + ``finish``, 16-32
-row blocks; run A at load 2, run B at load 5.7)::
-
-                                          513^2   2049^2  4097^2
-    A  numpy                              0.05    1.2-5.6 3.8-8.1
-    A  4 rows, typedef loads              0.15    2.8     8.4
-    A  2 rows x 2 accumulators            0.09    2.9     5.7
-    A  1 row, scalar loop, clang fp
-         reassociate pragma (vectorized)  0.09    2.0     12.1
-    A  work-items across columns, work-
-         group 8 / 16 / 64, local sums    0.22-0.31 4.3-9.1 31-64
-    B  numpy                              0.05    1.1     10.9
-    B  4 rows                             0.08    4.2     17.5
-    B  8 rows (kept)                      0.08    2.2     16.1
-    B  1 row, 4 accumulators              0.06    4.4     19.2
-    B  1 row, scalar loop, no pragma      0.28    13.0    43.5
-    B  4 rows + __builtin_prefetch 64     0.07    2.1     11.3
-
-The work-items-across-columns form (consecutive work-items on consecutive
-addresses, for PoCL's vectorizer across work-items) is not vectorized at all:
-its remarks say "loop not vectorized: cannot prove it is safe to reorder
-floating-point operations" (PoCL's work-item loop wraps the strided j loop).
-Further rounds of three side-by-side runs each showed a position bias: the
-variant timed right after NumPy's call loses 10-30% at 4097^2 (OpenBLAS's spinning
-thread, below). Prefetching (32-512 floats ahead) looked 10% better in one round
-and worse in the next with the order swapped; 8 rows vs 4 rows, and 4 / 8 / 16 /
-32 blocks per compute unit, equal within noise in kernel-only times (profiling
-events; 2049^2 1.36-1.82 vs 1.61-1.62 ms, 4097^2 12.1-13.2 vs 11.1-14.1 ms at load
-6). 8 rows are kept (one load of x per 8 rows), 16 blocks per compute unit.
-A in huge pages (``USE_HOST_PTR`` on NumPy's memory, which NumPy madvises; PoCL's
-own buffers get 4 KiB pages), 4097^2, one thread each side: 5.13 ms against 5.58
-(-8%); NumPy 4.58.
-
-Launch cost (``enqueue_nd_range_kernel`` of an empty kernel + ``finish``): 17 us
-minimum, 40-70 us median under the load above (two thread wake-ups in PoCL); the
-whole 513^2 launcher call with ``finish``: 58 us minimum, 120 us median, against
-NumPy's 19-24 us. 513^2 is launch bound: the kernel itself runs in 27-30 us
-(profiling events), so no kernel change reaches 1.0 there.
-
-``python -m benchmarks.opencl_kernels`` after the change (NumPy launcher time /
-ours; load average 4-7 from other users). Two runs with the benchmark's old
-back-to-back pairing: 513^2 0.34-0.45, 2049^2 3.3-6.2, 4097^2 0.66-0.99, float64
-4097^2 0.85-0.93. There, each OpenCL call ran while OpenBLAS's worker thread, woken
-by the NumPy call just before, still spun on one of the two cores for ~0.1 s (see
-``BLAS_SETTLE_S`` in the benchmark: 4097^2 in 20.4 ms right after NumPy, 9.7 ms
-0.3 s later), and NumPy's 2049^2 time swung between 0.7 and 16 ms. Two runs with
-each side timed in its own steady state (a pause and an untimed call of its own
-before each timed call): 513^2 0.24-0.44, 2049^2 0.35-1.27, 4097^2 1.16-1.25,
-float64 4097^2 1.03-1.44; one more run of the old pairing in between: 513^2 0.33,
-2049^2 0.54-5.3, 4097^2 0.86-1.91, float64 0.69. So 4097^2 (A streamed from DRAM
-by both sides) reaches 1.0 in steady state; 2049^2, whose A stays in the 32 MiB L3
-in steady state, does not when OpenBLAS runs at full speed (0.8 ms against our
-2.0-2.3 ms). Why, measured back to back at load 3: one thread each, the kernel
-reads L3 at 12-19 GB/s against OpenBLAS's 18-22 (1025^2: 38 against 44), but
-OpenBLAS on both cores reaches 0.23 ms (73 GB/s) while two PoCL threads stay at
-~1 ms. The per-thread CPU time (/proc/self/task, 1000 back-to-back 2049^2 calls
-of 1.96 ms): each PoCL worker ran 0.37-0.38 of the wall time, so each call spends
-more than half its time with its workers off the CPU (woken late, or preempted
-by the other users' processes); at 4097^2 each runs ~0.5. 1, 2, 4 or 16 blocks per
-compute unit did not change it (kernel 0.7-1.2 ms minimum in each).
-Not fixed here: the thread scheduling is PoCL's and the OS's. 513^2 is launch
-bound (above). Earlier figures, before the change: PoCL 5.0 on 2 pinned cores of
-the H200 host's Xeon 513^2 0.27, 2049^2 0.73-0.75, 4097^2 0.64-0.77; NVIDIA H200
-OpenCL: 4097^2 in 0.24 ms (scalar) and 0.09 ms (warp).
+On the NVIDIA H200 (NVIDIA OpenCL), 4097^2 runs in 0.24 ms (scalar) and 0.09 ms (warp).
 
 ``axpy(alpha, x, y, subtract=False)`` updates ``y += alpha * x`` (``-=``) in place,
 the product rounded and then the sum, as NumPy's expression (and the NumPy
 backend's ``axpy``) rounds them; ``alpha`` is a Python scalar or a 0-d array of
 ``y``'s dtype, read on the device (no host sync).
 
-Host cost per call. A call looks up its launch plan under a key of every attribute
-the checks read (classes, contexts, dtypes, shapes, strides, offsets; ``subtract`` and
+Host cost per call: a call looks up its launch plan under a key of every attribute the
+checks read (classes, contexts, dtypes, shapes, strides, offsets; ``subtract`` and
 alpha's class for ``axpy``): kernel, geometry, the NumPy scalar arguments and the
 result's layout. A new key runs the full checks (same errors, same order) and builds
 the plan (:func:`_plan`, :func:`_axpy_plan`); ``_setup`` holds both, cleared at
-:data:`~._launch.PLANS_MAX` entries. Expected before the change: the checks (~3 us),
-nine NumPy scalars (0.4-0.6 us each) and the kernel key go from each call, the
-result's allocation (2-3 us) stays: the matvec Python 8-9 us -> 3-4 us (the H200's
-10-12 us per call was most of the gap to cuBLAS at 4096^2). Measured with
-``python -m benchmarks.opencl_launch --against DIR`` (DIR: matvec.py,
-sparse.py, optim.py of commit dd4c2a4), PoCL 3.0 on the shared 2-core EPYC, load 5-6,
-tiny inputs (the kernel costs nothing), thread-CPU us per call, medians of 31 batches of
-100 calls, three runs (the first and third at about twice the second's load). ``enqueue``: the
-call's kernel invocations alone, replayed with its arguments; ``python``: the whole
-call with each kernel a stub that enqueues nothing (the launcher's own Python, the
-result's allocation included)::
+:data:`~._launch.PLANS_MAX` entries. The plans cut the launcher's own Python to
+0.31-0.44x of the checked call on PoCL (the ``opencl_launch`` suite times a call now);
+what is left is the result's allocation (2.3 us) and the plan key (0.6 us).
 
-                          enqueue     call before  call now    python before  now
-    matvec scalar 8x8     11.9-17.4   25.2-40.7    15.6-23.9   9.3-17.9       4.0-7.8
-    matvec warp 8x8       11.3-15.1   27.1-40.3    14.9-22.2   9.4-18.1       3.6-7.3
-    axpy host alpha, 8    11.5-16.0   18.0-34.4    15.1-23.3   5.9-10.8       2.6-4.7
-    axpy device alpha, 8   6.9-10.3   22.0-33.4    13.1-21.2   6.2-11.3       1.9-3.6
-
-Python now / before within each run: matvec scalar 0.41-0.44, warp 0.38-0.41, axpy
-host alpha 0.43-0.44, device alpha 0.31-0.34.
-
-What is left of the matvec Python: the result through PyOpenCL's fast constructor
-(2.3 us; a copy of a kept template's attributes measured 1.3 us, not used: it would
-depend on PyOpenCL's private layout) and the plan key (0.6 us). ``axpy`` now also
-waits for ``x``'s and a device alpha's events when they live on another queue, as
-the other launchers do.
-
-Registered for float32, complex64, float64 and complex128; the last two build only
-on devices with ``cl_khr_fp64`` (MissingCapabilityError otherwise).
+Registered for float32, complex64, float64 and complex128 (the last two only with
+``cl_khr_fp64``). The runs behind these choices and the variants tried: benchmarks/NOTES.md.
 """
 
 from __future__ import annotations
@@ -189,14 +84,14 @@ DEFAULT_IS = "scalar"
 #   vload4, 8 rows of 32 per group:       4096^2 0.88, 0.79; 8192^2 0.99, 0.82
 # The vload4 rows were launched bare (no launcher, results not allocated per call); the
 # launcher adds ~10 us of Python per call, which is most of the 4096^2 difference: with
-# it, `python -m benchmarks.opencl_vs_cupy` gave 0.58-0.66 (f32) / 0.60-0.67 (f64) at
-# 4096^2 both before and after vload4.
+# it, the opencl_vs_cupy suite gave 0.58-0.66 (f32) / 0.60-0.67 (f64) at 4096^2.
 WARP_WG = 128
 SCALAR_WG = 64  # work-group size of the scalar variant (global size rounded up to it)
 CPU_BLOCKS = 16  # row blocks (work-items, work-groups of one) per compute unit on CPUs
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
-# (context, dtype, variant) -> (kernel, local size, CPU device?, compute units); the plan
-# keys of _launch_matvec and axpy (a shape class each) -> their launch plans
+# (context, dtype, variant) -> (kernel, local size, CPU device?, compute units);
+# (context, dtype, "axpy", device alpha?) -> (kernel, local size); the plan keys of
+# _launch_matvec and axpy (a shape class each) -> their launch plans
 _setup: dict = {}
 
 
@@ -219,8 +114,8 @@ def _check(func, a, x):
 
 
 def _kernel(func, context, dtype, variant):
-    """``(kernel, work-group size, CPU device?, compute units)``, kept per context, dtype
-    and variant."""
+    """``(kernel, work-group size, CPU device?, compute units)`` of the matvec ``variant``
+    (``"scalar"`` or ``"warp"``), kept per context, dtype and variant."""
     key = (context, dtype, variant)
     hit = _setup.get(key)
     if hit is None:
@@ -230,9 +125,6 @@ def _kernel(func, context, dtype, variant):
             wg = min(WARP_WG, dev.max_work_group_size)
             wg = 1 << (wg.bit_length() - 1)  # a power of two
             extra, name = (f"-DWG={wg}",), "tessera_matvec_warp"
-        elif variant in ("tessera_axpy", "tessera_axpy_dev"):
-            wg = min(SCALAR_WG, dev.max_work_group_size)
-            extra, name = ("-DWG=1",), variant
         else:  # scalar; on CPU devices warp too (see the module docstring)
             wg = min(SCALAR_WG, dev.max_work_group_size)
             extra, name = ("-DWG=1",), "tessera_matvec_scalar"
@@ -241,6 +133,21 @@ def _kernel(func, context, dtype, variant):
         opts = _programs.dtype_options(func, dtype, dev, extra=extra)
         hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), wg, cpu,
                              max(1, dev.max_compute_units))
+    return hit
+
+
+def _axpy_kernel(func, context, dtype, device_alpha: bool):
+    """``(kernel, work-group size)`` of ``tessera_axpy`` (alpha a host scalar) or, with
+    ``device_alpha``, ``tessera_axpy_dev`` (alpha read on the device), kept per context
+    and dtype."""
+    key = (context, dtype, "axpy", device_alpha)
+    hit = _setup.get(key)
+    if hit is None:
+        dev = context.devices[0]
+        name = "tessera_axpy_dev" if device_alpha else "tessera_axpy"
+        opts = _programs.dtype_options(func, dtype, dev, extra=("-DWG=1",))
+        hit = _setup[key] = (_programs.kernel(context, FILE, opts, name),
+                             min(SCALAR_WG, dev.max_work_group_size))
     return hit
 
 
@@ -339,8 +246,7 @@ def _axpy_plan(key, alpha, x, y, mode):
         device = isinstance(alpha, cla.Array)
         if device:
             _check_alpha(alpha, y)
-        knl, wg, _, _ = _kernel(func, y.context, y.dtype,
-                                "tessera_axpy_dev" if device else "tessera_axpy")
+        knl, wg = _axpy_kernel(func, y.context, y.dtype, device)
         size = y.dtype.itemsize
         plan = (n, device, knl, (-(-n // wg) * wg,), (wg,), np.int64(n),
                 (np.int32(mode), np.int64(x.offset // size),
@@ -410,8 +316,8 @@ _BY_VARIANT = {"scalar": dense_matvec_scalar, "warp": dense_matvec_warp}
 # transposed view) pick the kernel by shape on GPUs: ``warp`` where the rows the kernel
 # sums are long, ``scalar`` (a work-item per row) where they are short and many. On CPU
 # devices both names run the row-block kernel. Device ms on the H200 through NVIDIA's
-# OpenCL, float32 (float64 alike), CuPy's ``a @ x`` / ``y @ a`` alongside (2026-11-30,
-# .devrun-style script: profiling markers, CUDA events, medians of 30):
+# OpenCL, float32 (float64 alike), CuPy's ``a @ x`` / ``y @ a`` alongside (profiling
+# markers, CUDA events, medians of 30):
 #
 #   A (m x n)          A @ x: scalar   warp   cupy     x @ A: scalar   warp   cupy
 #   4096 x 4096               0.264   0.041   0.038           0.201   0.158   0.036

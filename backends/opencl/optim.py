@@ -21,49 +21,25 @@ double as the NumPy launcher does, then launches one update kernel per tensor.
 
 On CPU devices each work-item takes a contiguous chunk (see ``_geom``), and each
 combination of the update's switches is its own program (``-DFLAGS``), so the element
-loops vectorize. Measured (``python -m benchmarks.opencl_kernels``, 10 tensors of 1M
-float32, NumPy launcher time / ours, 2026-11-30): PoCL 5.0 on 2 pinned Xeon cores:
-SGD 1.32, Adam 1.54, AdamW 1.40, with ``check_finite`` 1.00-1.25, Adafactor (10 x
-1000^2) 0.43; PoCL 3.0 on a shared 2-core EPYC: SGD 1.69, Adam 2.89, AdamW 3.54,
-with ``check_finite`` 1.79-2.64, Adafactor 1.61. Again on PoCL 3.0, four runs at load
-average 4-6.5 (2026-11-30, after the matvec change, nothing changed here): SGD
-1.64-1.92, Adam 2.92-3.31, AdamW 2.83-3.28; with ``check_finite`` 1.63-1.90,
-2.67-3.14, 2.41-3.11; Adafactor 1.57-1.96. Adafactor's kernels there (profiling
-events, 10 x 1000^2): rows 3.9 ms, cols 5.3, rmean 0.03 (the one serial sum, 1000
-elements), sumsq 6.9, usq_rows 7.0, apply_rows 9.1; 32 ms of kernels in a 41 ms
-call. The compiled kernels call no library function inside a loop (PoCL 3.0 calls
-``min`` out of line: once per work-item here). PoCL 5.0's 0.43 could not be
-reproduced: only PoCL 3.0 (PyPI) and 3.1 (Debian) can be installed on this machine.
+loops vectorize; the kernels call no library function inside a loop (PoCL 3.0 calls
+``min`` out of line). NumPy launcher time / ours, 10 tensors of 1M float32 (Adafactor:
+10 x 1000^2), PoCL 3.0 on a shared 2-core EPYC, four runs:
 
-Host cost per call. The kernels are kept per (context, dtype, name, flags) and the
+    SGD 1.64-1.92, Adam 2.92-3.31, AdamW 2.83-3.28, Adafactor 1.57-1.96
+    with check_finite: SGD 1.63-1.90, Adam 2.67-3.14, AdamW 2.41-3.11
+
+Host cost per call: the kernels are kept per (context, dtype, name, flags) and the
 elementwise geometry per element count (``_setup``), so a call makes no device query
 and builds no option tuple; buffers whose offset is 0 pass one kept ``np.int64(0)``.
 The checks first run as attribute tests (:func:`_plain`: the class itself, the same
 dtype object, the context, ``flags.c_contiguous``, the gradients' shapes); only a call
-that fails them runs the itemized checks, which raise the same errors as before.
-Expected: of ~10 us of Python per tensor before (``_geom``'s ``context.devices[0]``
-and ``max_compute_units`` queries, five NumPy scalars, the itemized checks), about
-1.5-2 us per tensor stays. Measured with
-``python -m benchmarks.opencl_launch --against DIR`` (DIR: matvec.py,
-sparse.py, optim.py of commit dd4c2a4), PoCL 3.0 on the shared 2-core EPYC, load 5-6,
-10 tensors of 4 float32 (the kernels cost nothing), thread-CPU us per call (10
-launches), medians of 31 batches of 100 calls, three runs (the first and third at about
-twice the second's load); columns as in :mod:`.matvec` (``python``: kernels stubbed out)::
+that fails them runs the itemized checks, which raise the same errors. That cut the
+launchers' own Python to 0.15-0.19x (SGD/Adam/AdamW over 10 tensors: 18-45 us a call).
+The front end reaches them through ``_kernels.contiguous_operands`` (the registry's
+adapter for in-place launchers), which adds about 25 us per 10-tensor call.
 
-                         enqueue     call before  call now    python before  now
-    sgd_step, 10         97-146      306-492      127-209     106-223        18.0-32.7
-    adam_step, 10        121-160     346-552      157-247     130-267        24.0-44.3
-    adamw_step, 10       114-172     446-593      171-256     127-267        23.6-45.1
-
-Python now / before within each run: SGD 0.15-0.17, Adam 0.17-0.19, AdamW 0.17-0.19.
-
-The front end reaches these launchers through ``_kernels.contiguous_operands`` (the
-registry's adapter for in-place launchers), which walks every list and keyword per
-call: with kernels stubbed, ``sgd_step`` over 10 tensors took 28 us raw and 53 us
-through it (``axpy`` 4.2 / 7.1 us), a scratch script at load 5-6.
-
-Registered for float32 and float64 (float64 builds only where the device reports
-``cl_khr_fp64``).
+Registered for float32 and float64 (float64 only with ``cl_khr_fp64``). The runs behind
+these figures: benchmarks/NOTES.md.
 """
 
 from __future__ import annotations

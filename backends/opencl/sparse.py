@@ -31,8 +31,7 @@ both kernels run in CI.
 
 Measured on an NVIDIA H200 through NVIDIA's OpenCL driver (580.159.04), device time
 from profiling markers, cuSPARSE (``cupyx.scipy.sparse.csr_matrix @ x``, CuPy 14.2)
-timed back to back in the same process; speed = cuSPARSE time / ours (2026-11-30;
-these runs' absolute times were ~2.5x the alternating benchmark's, ratios held):
+timed back to back in the same process; speed = cuSPARSE time / ours:
 
 =========================  =========  ============  =====================================
 matrix (float32)           cuSPARSE   scalar        vector (work-group 128), lanes 2..32
@@ -44,35 +43,20 @@ dense 4096^2 as CSR        0.092 ms   0.16x         0.09 0.12 0.16 0.24 0.39
 =========================  =========  ============  =====================================
 
 (scalar: the same with work-groups of 64 and 256; float64 Poisson 1024^2 as float32.)
-With ``python -m benchmarks.opencl_vs_cupy`` (alternating reps), scalar: Poisson
-1024^2 0.60x (float32) / 0.67x (float64), 2048^2 0.87x / 0.89x. Short rows are latency
-bound on the index -> x gather chain; neither kernel reaches cuSPARSE there. Kernel
-text variants (restrict, 32-bit indices, a contiguous-x branch) measured 10-35% slower
-(see spmv.cl).
+With the opencl_vs_cupy suite (alternating reps), scalar: Poisson 1024^2 0.60x
+(float32) / 0.67x (float64), 2048^2 0.87x / 0.89x. Short rows are latency
+bound on the index -> x gather chain; neither kernel reaches cuSPARSE there (kernel
+text variants tried, all 10-35% slower: spmv.cl).
 
-Host cost per call. A call looks up its launch plan (kernel, geometry, NumPy scalar
+Host cost per call: a call looks up its launch plan (kernel, geometry, NumPy scalar
 arguments, the result's layout) under a key of every attribute the checks read: the
 variant, ``shape`` and each buffer's class, context, dtype, shape, strides and offset.
 A new key runs the full checks (same errors, same order) and builds the plan
 (:func:`_plan`); an unhashable ``shape`` (a list) is checked and launched, not kept.
-Before, a tiny call spent its time in ``cla.empty`` (NumPy shape checks), the checks'
-NumPy ``any()`` reductions and loops, ``is_cpu``/``devices[0]``/``rows_per_item``
-device queries and ten NumPy scalars; expected: 50-55 us of Python -> about 5 (the
-key, the result through PyOpenCL's fast constructor). Measured with
-``python -m benchmarks.opencl_launch --against DIR`` (DIR: matvec.py,
-sparse.py, optim.py of commit dd4c2a4), PoCL 3.0 on the shared 2-core EPYC, load 5-6,
-a 8 x 8 CSR matrix of 8 entries (the kernel costs nothing), thread-CPU us per call,
-medians of 31 batches of 100 calls, three runs (the first and third at about twice the
-second's load); columns as in :mod:`.matvec` (``python``: kernels stubbed out)::
+The plans cut a tiny call's own Python from 53-112 us to 4-8 us on PoCL.
 
-                       enqueue     call before  call now    python before  now
-    spmv scalar 8x8    9.0-11.5    108-155      19.2-27.9   57.1-110       4.3-8.2
-    spmv warp 8x8      13.5-20.2   97.4-158     18.9-25.2   52.8-112       4.4-8.2
-
-Python now / before within each run: scalar 0.074-0.082, warp 0.074-0.083.
-
-Floating dtypes are registered for all three variants; integer dtypes (wrap-around
-sums, as NumPy's) for ``default`` only, as on the NumPy backend.
+Floating dtypes are registered for all three variants, integer dtypes (wrap-around
+sums) for ``default`` only, as on the NumPy backend. History: benchmarks/NOTES.md.
 """
 
 from __future__ import annotations
