@@ -314,6 +314,9 @@ class HostFallback:
     def _report(self, name, target):
         """Raise (mode "error") or warn once per (function, device) (mode "warn")."""
         device = self.device_of(target) if self.is_native(target) else target
+        key = (name, device)
+        if self._mode == "warn" and key in self._warned:
+            return
         setter = f"tessera_array.backends.{self.backend}.set_host_fallback"
         if self._mode == "error":
             raise HostFallbackError(
@@ -321,9 +324,6 @@ class HostFallback:
                 f"(copying its arrays from and back to {device}). Received: "
                 f"{ENV}={self._mode!r}. Allow it with {ENV}=allow or {setter}('allow')."
             )
-        key = (name, device)
-        if key in self._warned:
-            return
         warnings.warn(HostFallbackWarning(
             f"{name}: no native {self.label} kernel; the call runs on the host (copying "
             f"its arrays from and back to {device}). Reported once per function and "
