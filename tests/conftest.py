@@ -26,6 +26,7 @@ Tests are written once against ``xp`` and ``device`` and compared with NumPy.
 
 from __future__ import annotations
 
+import os
 import types
 import warnings
 
@@ -99,6 +100,12 @@ def _gate(config):
 
 
 def pytest_configure(config):
+    # The suite runs with host fallbacks allowed: their default, a warning per function
+    # and device, is an error under filterwarnings=error. The default is tested
+    # explicitly (tests/test_host_fallback.py, the fallback tests of
+    # test_opencl_backend.py); a TESSERA_HOST_FALLBACK the caller set is kept.
+    if not os.environ.get("TESSERA_HOST_FALLBACK"):
+        os.environ["TESSERA_HOST_FALLBACK"] = "allow"
     # Shown, never turned into an error by filterwarnings=error: the warning is a report.
     config.addinivalue_line(
         "filterwarnings", "always::tessera_array._discovery.BackendLoadWarning"

@@ -1,9 +1,10 @@
 """The OpenCL backend (backends/opencl) on whatever OpenCL device loads (PoCL in CI).
 
 Device listing, the float64 capability (faked away by monkeypatching the
-extension query), the host fallback's list and its "error" setting, the kernel
-cache, and every native elementwise kernel against NumPy on random inputs with
-special values, bit for bit where NumPy's result is exactly rounded.
+extension query), the host fallback's list and its modes (the default warning in a
+fresh process, "warn", "allow", "error"), the kernel cache, and every native
+elementwise kernel against NumPy on random inputs with special values, bit for bit
+where NumPy's result is exactly rounded.
 """
 
 from __future__ import annotations
@@ -171,14 +172,96 @@ def test_fallback_env_setting_in_a_fresh_process():
     assert out.stdout.startswith("refused inv: ")
 
 
+def test_fallback_default_warns_once_per_function_and_device_in_a_fresh_process():
+    """The default mode (the suite runs with TESSERA_HOST_FALLBACK=allow: tests/conftest.py)."""
+    code = ("import warnings\n"
+            "import tessera_array as xp\n"
+            "x = xp.asarray([[2.0, 0.0], [0.0, 4.0]], device='opencl:0')\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.simplefilter('always')\n"
+            "    y = x + x\n"
+            "    for _ in range(3):\n"
+            "        xp.linalg.inv(y)\n"
+            "    xp.linalg.det(y)\n"
+            "    xp.linalg.inv(y)\n"
+            "for w in seen:\n"
+            "    print(w.category.__name__, w.filename, w.lineno, w.message)\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TESSERA_HOST_FALLBACK"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2, out.stdout
+    assert lines[0].startswith("HostFallbackWarning <string> 8 inv: no native OpenCL kernel; "
+                               "the call runs on the host (copying its arrays from and back "
+                               "to opencl:0).")
+    assert lines[1].startswith("HostFallbackWarning <string> 9 det: no native OpenCL kernel")
+    for line in lines:
+        assert "TESSERA_HOST_FALLBACK=allow" in line and "TESSERA_HOST_FALLBACK=error" in line
+        assert "tessera_array.backends.opencl.set_host_fallback('allow')" in line
+
+
+def test_ops_fallbacks_are_the_contract_names_the_chapters_lack():
+    import importlib
+    import pkgutil
+
+    from tessera_array.backends import opencl
+    from tessera_array.backends.opencl import _ops
+
+    from tessera_array import _backend_api as api
+
+    native = set()
+    for info in pkgutil.iter_modules(opencl.__path__):
+        if info.name.startswith("_ops_"):
+            native |= set(importlib.import_module(f"{opencl.__name__}.{info.name}").__all__)
+    made = {n for n in api.OPS if getattr(getattr(_ops, n), "host_fallback", False)}
+    assert made == set(api.OPS) - native and made
+    names = BACKEND.host_fallbacks()
+    for n in made:
+        assert getattr(_ops, n).__name__ == n and n in names
+    # Only contract names: NumPy-backend exports the front end never calls fall back nowhere.
+    assert not hasattr(_ops, "asarray") and "asarray" not in names
+
+
 def test_kernel_fallbacks_write_back_in_place_updates():
-    from tessera_array._dispatch import lookup
+    from tessera_array.backends._common.fallback import HostFallback
+
+    from tessera_array._dispatch import KernelRegistry, lookup
 
     y = xp.asarray(np.array([1.0, 2.0], dtype=np.float32), device=DEV)
     x = xp.asarray(np.array([10.0, 20.0], dtype=np.float32), device=DEV)
     axpy = lookup("axpy", DEV, xp.float32)
     axpy(np.float32(0.5), x._data, y._data, False)
     np.testing.assert_array_equal(np.asarray(y.to_device("cpu")), [6.0, 12.0])
+    # Through the host fallback (OpenCL's hooks, a registry without OpenCL kernels): the
+    # NumPy backend's kernels, whose in-place writes come back to the device buffers,
+    # views included.
+    real = _fallback.FALLBACK
+    fallback = HostFallback("opencl", label="OpenCL", is_native=real.is_native,
+                            to_host=real.to_host, from_host=real.from_host,
+                            write_back=real.write_back, device_of=real.device_of,
+                            host=real.host)
+    registry = KernelRegistry()
+    assert "axpy" in fallback.register_kernels(registry)
+    base = xp.asarray(np.arange(4.0, dtype=np.float32), device=DEV)
+    view = base[::2]
+    registry.lookup("axpy", "opencl", xp.float32)(np.float32(2.0), x._data, view._data)
+    np.testing.assert_array_equal(np.asarray(base.to_device("cpu")), [20, 1, 42, 3])
+    np.testing.assert_array_equal(np.asarray(x.to_device("cpu")), [10.0, 20.0])
+    rng = np.random.default_rng(SEED)
+    p, g = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    params, grads = [xp.asarray(p, device=DEV)._data], [xp.asarray(g, device=DEV)._data]
+    bufs = [xp.asarray(np.zeros(4, np.float32), device=DEV)._data]
+    kw = {"lr": 0.1, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0,
+          "nesterov": False, "maximize": False, "first": True}
+    registry.lookup("sgd_step", "opencl", xp.float32)(params, grads, bufs, **kw)
+    want_p, want_m = p.copy(), np.zeros(4, np.float32)
+    host_ops = KernelRegistry()
+    real.host.register(host_ops)
+    host_ops.lookup("sgd_step", "numpy", xp.float32)([want_p], [g.copy()], [want_m], **kw)
+    np.testing.assert_array_equal(_kernels.to_host(params[0]), want_p)
+    np.testing.assert_array_equal(_kernels.to_host(bufs[0]), want_m)
+    assert not np.array_equal(want_p, p)
 
 
 # ---- the kernel cache ---------------------------------------------------------------------

@@ -314,21 +314,26 @@ def test_dot_launcher_refuses_bad_input():
 
 
 def test_krylov_products_are_listed_host_fallbacks_that_write_nothing(monkeypatch):
-    """Listed; and they only copy (no snapshot-and-compare of the operands for writes,
-    which tripled a GPU's Krylov iteration)."""
+    """Listed; and they only copy, the operands in and the result back (no operand
+    written back: a snapshot-and-compare of the operands for writes tripled a GPU's
+    Krylov iteration)."""
     from tessera_array.sparse.linalg import _isolve
 
     names = BACKEND.host_fallbacks()
     assert "kernel vecdot[blas]" in names and "kernel vecmat[blas]" in names
 
-    def compared(*_):
-        raise AssertionError("the operands were snapshotted and compared")
+    def written(*_):
+        raise AssertionError("an operand was written back")
 
-    monkeypatch.setattr(_fallback, "_same_bytes", compared)
+    copies = []
+    to_host = _fallback.FALLBACK.to_host
+    monkeypatch.setattr(_fallback.FALLBACK, "write_back", written)
+    monkeypatch.setattr(_fallback.FALLBACK, "to_host", lambda a: copies.append(a) or to_host(a))
     x = dev(np.arange(5.0, dtype=FLOATS[-1]))
     vecdot, vecmat = _isolve._products(xp, x)
     assert float(host(vecdot(x, x))) == 30.0
     host(vecmat(x, xp.reshape(x, (5, 1))))
+    assert len(copies) == 4
 
 
 @pytest.mark.skipif(not HAS_FP64, reason="float64: the device lacks cl_khr_fp64")

@@ -7,6 +7,13 @@ in-order queue, made on first use and kept. Native buffers are
 is :mod:`tessera_array.backends.opencl._ops` (generated OpenCL C kernels, and the
 host fallback of :mod:`._fallback` for what has no kernel yet).
 
+A function without a native kernel runs on the host (its arrays copied there and
+back): ``backend.host_fallbacks()`` and ``python -m tessera_array info`` list them. By
+default the first such call of each function on each device warns
+(HostFallbackWarning); ``TESSERA_HOST_FALLBACK=allow`` (or
+``set_host_fallback("allow")``) silences it, ``error`` forbids host fallbacks
+(HostFallbackError).
+
 float64 and complex128 exist only on devices that report ``cl_khr_fp64``; asking
 for them elsewhere is a MissingCapabilityError naming the extension, never a silent
 downcast. The backend's priority is -10: it never becomes the default device by
@@ -28,10 +35,17 @@ __all__ = ["OpenclBackend", "backend", "set_host_fallback"]
 
 
 def set_host_fallback(mode: str) -> None:
-    """Choose what a call of an op without a native kernel does: ``"allow"`` (run it on
-    the host), ``"warn"`` (run it, with a HostFallbackWarning) or ``"error"`` (raise
-    HostFallbackError naming the function and device). The environment variable
-    ``TESSERA_HOST_FALLBACK`` sets the initial mode."""
+    """Choose what a call of a function without a native kernel does.
+
+    Parameters
+    ----------
+    mode : {"warn", "allow", "error"}
+        ``"warn"`` (the default): run it on the host, with a HostFallbackWarning the
+        first time each (function, device) pair does so (setting the mode starts that
+        record afresh); ``"allow"``: run it on the host silently; ``"error"``: raise
+        HostFallbackError naming the function and the device. The environment variable
+        ``TESSERA_HOST_FALLBACK`` sets the initial mode.
+    """
     from . import _fallback
 
     _fallback.set_mode(mode)
@@ -253,11 +267,11 @@ class OpenclBackend:
         attention.register(adapting, self.name)
         philox.register(adapting, self.name)
         fft.register(adapting, self.name)
-        # Any op the NumPy backend registers that the modules above do not runs
-        # through the host fallback, listed as "kernel <op>".
+        # Any kernel op of the contract the NumPy backend registers and the modules above
+        # do not runs through the host fallback, listed as "kernel <op>".
         from . import _fallback
 
-        _fallback.register_kernel_fallbacks(registry, self.name)
+        _fallback.register_kernel_fallbacks(registry)
 
 
 backend = OpenclBackend()

@@ -1,0 +1,1 @@
+"""Dialect-free pieces of device backends."""
