@@ -218,6 +218,19 @@ class Array:
     def __dlpack_device__(self) -> tuple:
         return self._device._backend.dlpack_device(self._data)
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The native buffer's CUDA Array Interface (version 3): zero-copy for Numba,
+        CuPy and PyTorch. Only arrays on CUDA devices have it (AttributeError elsewhere,
+        so ``hasattr`` tells)."""
+        try:
+            return self._data.__cuda_array_interface__
+        except AttributeError:
+            raise AttributeError(
+                f"__cuda_array_interface__: only arrays on CUDA devices export it. "
+                f"Received: an array on {self._device}"
+            ) from None
+
     def __repr__(self) -> str:
         be = self._device._backend
         if be is not None and be.is_host:

@@ -104,6 +104,8 @@ MEMBERS = MappingProxyType({
                            "on the host for want of a native one"),
     # buffers
     "ops": _req("attribute", "the namespace over native buffers (OPS, below)"),
+    "ops_for": _opt("method", "(device) -> the ops namespace of device (absent: ops): "
+                    "lets a backend of several devices guard which one is current"),
     "native_type": _req("attribute", "the class of a native buffer (results of ops are "
                         "of it, or are made so by coerce_native)"),
     "native_dtype": _req("method", "(native) -> DType"),

@@ -40,6 +40,7 @@ class BackendLoadWarning(UserWarning):
 BUILTIN_BACKENDS = (
     ("numpy", "tessera_array.backends.numpy"),
     ("opencl", "tessera_array.backends.opencl"),
+    ("cuda", "tessera_array.backends.cuda"),
 )
 ENTRY_POINT_GROUP = "tessera_array.backends"
 
@@ -113,11 +114,12 @@ def _try_load(name, obj) -> None:
         registry.unregister_backend(getattr(obj, "name", name))  # no half-registered kernels
         return
     _loaded[name] = obj
+    ops_for = getattr(obj, "ops_for", None)  # a namespace per device (a device guard)
     for dev in obj.devices():
         _device_owner[dev] = obj
         dev._backend = obj
         dev.backend_name = obj.name
-        dev.ops = obj.ops
+        dev.ops = obj.ops if ops_for is None else ops_for(dev)
 
 
 def _check_contract(obj) -> None:

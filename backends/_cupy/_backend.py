@@ -1,0 +1,240 @@
+"""The CuPy backend class, shared by ``cuda`` and ``rocm``: devices, the device guard,
+buffers, DLPack, and the kernel families.
+
+Devices are ``cuda:0``, ``cuda:1``, ... in CuPy's order. Each device has one stream,
+CuPy's default (null) stream of that device, so CuPy's memory pool (one per stream) is
+one per device and an op's result is ready for the next op without an event. CuPy
+runs an op on the *current* device: where more than one device exists, every device
+gets its own ops namespace whose functions make their device current first (the
+guard); with one device there is nothing to guard and the namespace's functions are
+CuPy's own (``ops.add is cupy.add``).
+
+What differs between the CUDA and the ROCm build is class data of the thin subclasses
+(backends/cuda, backends/rocm): the name and device kind, the DLPack device type, the
+distributions that provide the build, the evidence of a driver, the kernel folders.
+Nothing here imports CuPy before :meth:`CupyBackend.load`.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import importlib.metadata
+import importlib.util
+
+from tessera_array import _dtypes
+from tessera_array._devices import Device
+
+__all__ = ["CupyBackend"]
+
+
+class CupyBackend:
+    """A CuPy build (CUDA or ROCm) as a tessera backend; see the module docstring."""
+
+    # ---- what the subclasses set -----------------------------------------------------
+    name = "cupy"
+    device_kind = "cupy"
+    dlpack_device_type = 2  # kDLCUDA (10: kDLROCM)
+    distributions: tuple = ()  # the PyPI distributions of this build ("cupy-cuda13x", ...)
+    other_builds: tuple = ()  # distribution prefixes of the other build ("cupy-rocm")
+    is_hip = False  # the build this backend expects (cupy.cuda.runtime.is_hip)
+    driver_evidence: tuple = ()  # glob patterns whose match shows a driver
+    library = "CUDA"
+    fix_hint = ""
+
+    priority = -5  # never the default by itself (PyTorch's rule): ask for cuda:N
+    is_host = False
+
+    def __init__(self):
+        self._devices = ()
+        self._ops = {}  # Device -> its guarded namespace (several devices only)
+        self.ops = None
+        self.native_type = None
+        self._cupy = None
+        self._dist = None
+
+    # ---- discovery -----------------------------------------------------------------
+
+    def _distribution(self):
+        """The installed distribution of this build, or None (reads metadata only)."""
+        for dist in self.distributions:
+            try:
+                importlib.metadata.distribution(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            return dist
+        return None
+
+    def _driver(self):
+        for pattern in self.driver_evidence:
+            found = sorted(glob.glob(pattern))
+            if found:
+                return found[0]
+        return None
+
+    def is_available(self) -> bool:
+        return self.unavailable_reason() is None
+
+    def unavailable_reason(self):
+        if importlib.util.find_spec("cupy") is None:
+            return f"cupy not installed (pip install {self.distributions[0]})"
+        if self._distribution() is None:
+            return (f"the installed CuPy is not a {self.library} build (none of "
+                    f"{', '.join(self.distributions)} is installed)")
+        if self._driver() is None:
+            return (f"no {self.library} driver found (looked for "
+                    f"{', '.join(self.driver_evidence)})")
+        return None
+
+    def plausibly_present(self):
+        return self._driver()
+
+    def load(self) -> None:
+        import cupy
+
+        if bool(cupy.cuda.runtime.is_hip) != self.is_hip:
+            raise RuntimeError(
+                f"the installed CuPy is a {'ROCm' if cupy.cuda.runtime.is_hip else 'CUDA'} "
+                f"build; the {self.name} backend needs a {self.library} one")
+        count = cupy.cuda.runtime.getDeviceCount()  # raises CUDARuntimeError without a driver
+        if count < 1:
+            raise RuntimeError(f"CuPy sees no {self.library} device")
+        from ._namespace import CupyNamespace
+
+        self._cupy = cupy
+        self._dist = self._distribution()
+        self.native_type = cupy.ndarray
+        self._devices = tuple(
+            Device(self.device_kind, i, backend_name=self.name) for i in range(count))
+        self.ops = CupyNamespace(cupy)
+        if count > 1:
+            self._ops = {dev: _Guarded(self.ops, dev.index, cupy) for dev in self._devices}
+
+    def devices(self) -> tuple:
+        return self._devices
+
+    def ops_for(self, device):
+        """The ops namespace of ``device``: the shared one on a single device, else one
+        whose functions make ``device`` current first."""
+        return self._ops.get(device, self.ops)
+
+    def dtypes(self, device) -> tuple:
+        return _dtypes.ALL_DTYPES
+
+    def capabilities(self, device) -> dict:
+        return {"float64": True, "complex128": True}
+
+    def versions(self) -> dict:
+        out = {}
+        try:
+            import cupy
+
+            out["cupy"] = f"{cupy.__version__} ({self._distribution() or 'unknown build'})"
+            rt = cupy.cuda.runtime
+            out["runtime"] = str(rt.runtimeGetVersion())
+            out["driver"] = str(rt.driverGetVersion())
+            for i in range(rt.getDeviceCount()):
+                name = rt.getDeviceProperties(i)["name"]
+                out[f"device {i}"] = name.decode() if isinstance(name, bytes) else str(name)
+        except ImportError:
+            out["cupy"] = "not installed"
+        except Exception as err:  # noqa: BLE001 - a broken driver must not break the report
+            out["devices"] = f"failed: {type(err).__name__}: {err}"
+        return out
+
+    # ---- buffers -------------------------------------------------------------------
+
+    def native_dtype(self, a):
+        try:
+            return _dtypes.FROM_NUMPY[a.dtype]
+        except KeyError:
+            raise TypeError(f"{self.name} backend: dtype {a.dtype} is not an Array API "
+                            f"dtype") from None
+
+    def coerce_native(self, r):
+        if r.__class__ is self.native_type:
+            return r
+        cupy = self._cupy
+        if isinstance(r, cupy.ndarray):
+            return r
+        # A host scalar some CuPy function returned (or a NumPy 0-d result).
+        return cupy.asarray(r)
+
+    def from_host(self, array, device):
+        import numpy as np
+
+        cupy = self._cupy
+        with cupy.cuda.Device(device.index):
+            return cupy.array(np.asarray(array), copy=True)
+
+    def to_host(self, native):
+        # sync: the copy to the host waits for the device.
+        with native.device:
+            return native.get()
+
+    def dlpack(self, native, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kwargs = {"stream": stream}
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        if dl_device is not None:
+            kwargs["dl_device"] = dl_device
+        if copy is not None:
+            kwargs["copy"] = copy
+        with native.device:
+            return native.__dlpack__(**kwargs)
+
+    def dlpack_device(self, native):
+        return (self.dlpack_device_type, native.device.id)
+
+    def from_dlpack(self, obj, *, device=None, copy=None):
+        """Import a DLPack producer onto ``device``: zero-copy for this device's memory,
+        a copy otherwise (host producers, other devices, ``copy=True``)."""
+        import numpy as np
+
+        cupy = self._cupy
+        kind, index = obj.__dlpack_device__()
+        target = index if device is None or device.kind != self.device_kind else device.index
+        if int(kind) == self.dlpack_device_type and index == target and copy is not True:
+            with cupy.cuda.Device(target):
+                return cupy.from_dlpack(obj)
+        if copy is False:
+            raise BufferError(f"from_dlpack: the producer lives on DLPack device "
+                              f"({int(kind)}, {index}); {self.name}:{target} needs a copy, "
+                              f"and copy=False forbids one")
+        if int(kind) == self.dlpack_device_type:
+            with cupy.cuda.Device(target):
+                return cupy.array(cupy.from_dlpack(obj), copy=True)
+        host = np.from_dlpack(obj, device="cpu", copy=copy)
+        with cupy.cuda.Device(target):
+            return cupy.array(host, copy=True)
+
+    # ---- kernels -------------------------------------------------------------------
+
+    def register(self, registry) -> None:
+        # Imported unguarded: a broken family module fails the load loudly.
+        from . import attention, fft, matvec, optim, philox, sparse
+
+        for family in (matvec, sparse, fft, optim, philox, attention):
+            family.register(registry, self.name)
+
+
+class _Guarded:
+    """An ops namespace whose every function runs with device ``index`` current."""
+
+    def __init__(self, ops, index, cupy):
+        self._ops = ops
+        self._device = cupy.cuda.Device(index)
+
+    def __getattr__(self, name):
+        fn = getattr(self._ops, name)
+        if not callable(fn):
+            return fn
+        device = self._device
+
+        @functools.wraps(fn)
+        def guarded(*args, **kwargs):
+            with device:
+                return fn(*args, **kwargs)
+
+        setattr(self, name, guarded)  # made once per name
+        return guarded
