@@ -9,7 +9,7 @@ Needs CuPy and a tessera ``opencl:N`` device on the same GPU (NVIDIA's OpenCL dr
 ``--device`` picks it, default ``opencl:0``). Each row solves one system with
 ``tessera_array.sparse.linalg.cg`` on that device two ways, the fused device steps
 (the default path there, ``backends/opencl/cg.py``) and the generic path (dot products
-on the host's BLAS, as ``sparse.linalg._isolve.FUSED = False`` selects), and with
+on the device, as the solver core's ``_isolve._cg(..., fused=False)`` selects), and with
 ``cupyx.scipy.sparse.linalg.cg`` on the same matrix. ``rtol=atol=0`` makes every solve
 run exactly ``--iters`` iterations; the time is host wall clock from the call to the
 returned solution (both solvers read a norm back every iteration), divided by the
@@ -58,7 +58,7 @@ def run(device="opencl:0", repeat=5, iters=50, quick=False):
 
     import tessera_array as xp
     from tessera_array.sparse import csr_array
-    from tessera_array.sparse.linalg import _isolve, cg
+    from tessera_array.sparse.linalg import _isolve
 
     cases = [("poisson", 256), ("poisson", 1024), ("poisson+jacobi", 1024), ("dense spd", 2049)]
     if quick:
@@ -84,12 +84,9 @@ def run(device="opencl:0", repeat=5, iters=50, quick=False):
             b_t, b_c = xp.asarray(b_h.astype(dtype), device=device), cp.asarray(b_h.astype(dtype))
 
             def tessera(fused):
-                _isolve.FUSED = fused
-                try:
-                    x, _ = cg(A_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=M_t)
-                    return np.asarray(x.to_device("cpu"))
-                finally:
-                    _isolve.FUSED = True
+                x, _ = _isolve._cg(A_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=M_t,
+                                   fused=fused)
+                return np.asarray(x.to_device("cpu"))
 
             def cupy():
                 x = _cupy_cg(A_c, b_c, iters, M_c)

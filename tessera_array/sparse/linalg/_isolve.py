@@ -28,12 +28,15 @@ it per solve). Every loop is bounded by ``maxiter``.
 
 Dot products (tessera only: the keyword ``products``). ``"device"`` (the default):
 the dot products and norms run on ``b``'s device, the registered ``vecdot``/``vecmat``
-of variant ``default``, in the device's summation order. ``"blas"``: they sum in the
-host BLAS's order, SciPy's (variant ``blas``: on an accelerator each product is a listed
-host fallback, two vectors copied to the host and a scalar back), so that the iterates
-of real systems equal SciPy's bit for bit on any device (complex ones to rounding: the
-device's complex products round as its own), and cg runs no fused steps. On the NumPy
-backend both are the host's BLAS: the iterates equal SciPy's bit for bit either way.
+of variant ``default``, in the device's summation order, so iterates agree with SciPy's
+to rounding (which a Krylov method amplifies; an iteration count may move by a few).
+``"blas"``: they sum in the host BLAS's order, SciPy's (variant ``blas``: on an
+accelerator each product is a listed host fallback, two vectors copied to the host and a
+scalar back), and cg runs no fused steps; where A's (and M's) products also round as
+SciPy's (a CSR matrix whose rows the spmv sums in order, as the ``scalar`` variant does)
+the iterates of real systems then equal SciPy's bit for bit on any device (complex ones,
+and a dense A's device gemv, to rounding). On the NumPy backend both settings are the
+host's BLAS: the iterates equal SciPy's bit for bit either way.
 
 Beyond SciPy (tessera only): ``report=True`` returns ``(x, info, SolveReport)``
 (iterations, residual-norm history, a named stop reason); ``cg`` accepts ``b`` of
@@ -344,8 +347,8 @@ def _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
     solve = launcher(x._data, r._data, p._data, Aop, Mop, atol, maxiter)
     if solve is None:
         return None
-    # A callable operator is applied past the stopping iteration within a run: one
-    # iteration per read keeps that to one product (as the generic loop, bar that one).
+    # Note: a run applies A and M past its stopping test (SciPy stops before them); for
+    # a callable operator one iteration per read keeps that to one product per solve.
     callable_op = Aop.kind is None or (Mop is not None and Mop.kind is None)
     hist = []
     while True:
@@ -503,26 +506,29 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     explicitly to ``b``'s device), or, with ``b`` from another Array API library, that
     library's arrays; ``M`` may also be a callable.
 
-    Parameters beyond SciPy's (tessera only)
-    ----------------------------------------
-    report : bool
-        Return ``(x, info, SolveReport)``.
-    products : {"device", "blas"}
-        Where the dot products sum: ``"device"`` (default) on ``b``'s device, in its
-        order; ``"blas"`` in the host BLAS's order, so that the iterates equal SciPy's
-        bit for bit (real systems) on any device, at a host round trip per product on
-        an accelerator, and without fused steps. See :mod:`tessera_array.sparse.linalg`.
-
     Returns ``(x, info)``; with ``report=True`` ``(x, info, SolveReport)``.
     Info codes: see :mod:`tessera_array.sparse.linalg` (``-30``: ``p^H A p <= 0``, A
-    or M not positive definite). Synchronizes once per iteration (the residual norm,
-    read with the previous step's curvature), except on a device with fused CG steps
-    (real, one right-hand side, no callback, ``products="device"``), which reads once per
-    run of up to k iterations.
+    or M not positive definite).
 
-    # Note: on fused steps A and M are applied in the iterations of a run that follow its
-    # stopping test (results unused): up to k products past SciPy's count, one where A
-    # or M is a callable or LinearOperator (k = 1 there; see the module docstring).
+    Other Parameters
+    ----------------
+    report : bool
+        (tessera) Return ``(x, info, SolveReport)``.
+    products : {"device", "blas"}
+        (tessera) Where the dot products sum: ``"device"`` (default) on ``b``'s device,
+        in its order; ``"blas"`` in the host BLAS's order, so that the iterates of a real
+        CSR system equal SciPy's bit for bit on any device, at a host round trip per
+        product on an accelerator, and without fused steps (see
+        :mod:`tessera_array.sparse.linalg`).
+
+    Notes
+    -----
+    Synchronizes once per iteration (the residual norm, read with the previous step's
+    curvature), except on a device with fused CG steps (real, one right-hand side, no
+    callback, ``products="device"``): there the device runs up to k iterations per host
+    read, stopping test included, and applies A and M in the iterations of a run that
+    follow its stopping test (their results unused): up to k products past SciPy's
+    count, one where A or M is a callable or a LinearOperator (k is 1 there).
     """
     return _cg(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
                report=report, products=products)
