@@ -138,8 +138,10 @@ def routing(backend: str | None = None) -> Mapping:
 def matvec_variant(solver: str, kind: str, backend: str | None = None) -> str:
     """The variant ``solver`` uses for a ``kind`` ("dense" or "csr") matrix on ``backend``
     (its own row, else the default one); KeyError names the known solvers and kinds."""
+    own = _backend_rows.get(backend) if backend is not None else None  # (reads need no lock)
+    hit = own.get(solver) if own else None
     try:
-        return routing(backend)[solver][kind]
+        return (hit.row if hit is not None else MATVEC_ROUTING[solver])[kind]
     except KeyError:
         raise KeyError(
             f"matvec_variant: no routing for solver={solver!r}, kind={kind!r}. Known: "
