@@ -1516,3 +1516,16 @@ def test_blas_products_give_scipys_iterates(device, solver):
             np.testing.assert_allclose(_np(xt), xs, rtol=1e-12, atol=1e-12)
         else:
             np.testing.assert_array_equal(_np(xt), xs)
+
+
+def test_cg_fused_run_that_never_finishes_is_refused(monkeypatch):
+    """A launcher whose runs never leave RUNNING cannot hang cg: bounded by maxiter."""
+    from tessera_array.sparse.linalg._fused import CGReport, CGStatus
+
+    class Stuck:
+        def run(self, k):
+            return CGReport(CGStatus.RUNNING, 0, (1.0,))
+
+    monkeypatch.setattr(tla._isolve, "_fused_cg_for", lambda _xp, _r: lambda *a: Stuck())
+    with pytest.raises(RuntimeError, match=r"still reports RUNNING after 6 runs"):
+        tla.cg(xp.asarray(dense_spd(6)), xp.asarray(_rhs(6)), maxiter=5)

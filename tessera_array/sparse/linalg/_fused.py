@@ -27,16 +27,23 @@ launcher, a :class:`FusedCGLauncher`, is called once per solve by
 
 The launcher returns None to decline (say a kernel that needs a stored matrix, given a
 callable): ``cg`` then runs its generic loop. Otherwise every call ``run(k)`` (``k >= 1``)
-advances the solve by up to ``k`` iterations on the device, evaluating each stopping
-test there, and returns a :class:`CGReport`; it reads back to the host once (``# sync``),
-at its end. Iteration ``i`` is SciPy's: test ``r_i`` (first: did the previous step divide
-by ``p^T A p <= 0`` or NaN? then ``||r_i|| < atol``, then ``||r_i||`` finite), and only if
-none stops, one step (direction, ``q = A p``, ``alpha``, ``x += alpha p`` only while
-``p^T A p > 0``, ``r -= alpha q``). Once ``maxiter`` steps are done, ``run`` checks the last
-step's ``p^T A p`` and reports :attr:`CGStatus.MAXITER` (or a breakdown). After a report
-whose status is not RUNNING, the solve is finished and ``run`` is not called again. A
-backend may apply ``A`` and ``M`` past the stopping iteration within one ``run`` (the
-results then unused; ``x`` and ``r`` stay as the report says).
+advances the solve by up to ``k`` iterations on the device (a backend may cap k: it then
+reports RUNNING and is called again), evaluating each stopping test there, and returns a
+:class:`CGReport`; it reads back to the host once (``# sync``), at its end.
+
+Iteration ``i`` (from 0) is SciPy's cg. Its test, on ``r_i``: the previous step's
+``p^T A p`` not > 0 stops it (INDEFINITE where ``||r_i||`` is finite and ``p^T A p <= 0``,
+else NONFINITE); then ``||r_i|| < atol`` (CONVERGED); then ``||r_i||`` not finite
+(NONFINITE). Unless it stopped, one step: ``z = M r_i`` (or ``r_i``), ``rho_i = r_i . z``;
+``p = z`` (``i = 0``) or ``p = z + (rho_i / rho_{i-1}) p``; ``q = A p``; ``alpha = rho_i /
+(p . q)``; ``x += alpha p`` only where ``p . q > 0``; ``r -= alpha q``. Once ``maxiter``
+steps are done, ``run`` checks the last step's ``p . q`` and reports MAXITER (or
+INDEFINITE / NONFINITE). The report's ``iterations`` is cg's count: ``i`` for a stop at
+test ``i``, ``i - 1`` when it is the previous step's ``p . q`` (that step did not move
+``x``), ``maxiter`` (or ``maxiter - 1``) after the budget. After a report whose status is
+not RUNNING the solve is finished and ``run`` is not called again. A backend may apply
+``A`` and ``M`` past the stopping test within one ``run`` (the results unused: ``x`` and
+``r`` stay as the report says).
 
 How a backend realises it is its own: the OpenCL backend enqueues ``k`` times its four
 (five with ``M``) launches and reads once (:mod:`tessera_array.backends.opencl.cg`); a

@@ -351,7 +351,7 @@ def _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
     # a callable operator one iteration per read keeps that to one product per solve.
     callable_op = Aop.kind is None or (Mop is not None and Mop.kind is None)
     hist = []
-    while True:
+    for _ in range(maxiter + 1):  # (every run advances, so maxiter runs at most finish)
         if steps_per_read is not None:
             k = steps_per_read
         elif callable_op:
@@ -362,6 +362,10 @@ def _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
         hist.extend(out.residual_norms)
         if out.status != CGStatus.RUNNING:
             break
+    else:
+        raise RuntimeError(f"cg: the device's fused solve ({launcher!r}) still reports "
+                           f"RUNNING after {maxiter + 1} runs for maxiter={maxiter}; a "
+                           "cg_fused run must advance at least one iteration")
     info = maxiter if out.status == CGStatus.MAXITER else int(out.status)
     return _finish(report, x, info, out.iterations, hist)
 
