@@ -9,8 +9,8 @@ Needs CuPy and a tessera ``opencl:N`` device on the same NVIDIA GPU (run with
 =============  ======================================================================
 benchmark      tessera
 =============  ======================================================================
-cg_fused       the fused device steps (the default path there: dot products and
-               scalars on the device, four launches and one read per iteration)
+cg_fused       the fused device steps (the default path there: dot products, scalars
+               and the stopping test on the device, one read per run of iterations)
 cg_generic     the generic path (dot products through the registered kernels, the
                scalars on the host), chosen through :func:`cg_path`
 =============  ======================================================================
@@ -24,6 +24,8 @@ The solutions must agree (max |x - x_cupy| / max |x_cupy| within 1e-6 in float64
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -49,38 +51,15 @@ QUICK_CASES = (("poisson", 128), ("poisson+jacobi", 128), ("dense spd", 513))
 
 
 def cg_path(fused: bool):
-    """A reusable context manager under which ``sparse.linalg.cg`` takes its fused device
-    steps (``fused=True``) or the generic path (False).
+    """The cg solver with its fused device steps (``fused=True``) or the generic path.
 
-    The suite's one contact with how cg chooses: today the module flag
-    ``tessera_array.sparse.linalg._isolve.FUSED``; point this function at the
-    fused-vs-generic seam that replaces it, and nothing else in the suite changes.
-    Raises Unavailable where no such switch exists.
+    The suite's one contact with how cg chooses: the solver core
+    ``tessera_array.sparse.linalg._isolve._cg(..., fused=...)``, the seam tests use too;
+    it takes ``cg``'s arguments.
     """
     from tessera_array.sparse.linalg import _isolve
 
-    from ._core import Unavailable
-
-    if not hasattr(_isolve, "FUSED"):
-        raise Unavailable("cg has no fused-vs-generic switch that benchmarks/"
-                          "krylov_vs_cupy.cg_path knows; repoint cg_path at its seam")
-    return _FlagPath(_isolve, fused)
-
-
-class _FlagPath:
-    """Sets ``module.FUSED`` for the block and restores it (reusable, not reentrant)."""
-
-    def __init__(self, module, fused: bool):
-        self._module, self._fused, self._keep = module, fused, None
-
-    def __enter__(self):
-        self._keep = self._module.FUSED
-        self._module.FUSED = self._fused
-        return self
-
-    def __exit__(self, *exc):
-        self._module.FUSED = self._keep
-        return False
+    return functools.partial(_isolve._cg, fused=fused)
 
 
 def _poisson(k):
@@ -112,11 +91,10 @@ def _setup(ctx, kind, size, dtype, fused, iters):
         import tessera_array as xp
         from tessera_array import launchers
         from tessera_array.sparse import csr_array
-        from tessera_array.sparse.linalg import cg
 
         dev = ctx.device
         needs_dtype(dev, dtype)
-        path = cg_path(fused)  # raises Unavailable without a switch
+        path = cg_path(fused)
         host = (_poisson(size) if kind.startswith("poisson") else _spd(size)).astype(dtype)
         if kind.startswith("poisson"):
             a_t, a_c = csr_array(host, device=dev), csp.csr_matrix(host)
@@ -130,8 +108,7 @@ def _setup(ctx, kind, size, dtype, fused, iters):
         b_t, b_c = xp.asarray(b, device=dev), cp.asarray(b)
 
         def solve():
-            with path:
-                x, _ = cg(a_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=m_t)
+            x, _ = path(a_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=m_t)
             return launchers.to_host(launchers.native(x), dev)
 
         def cupy_solve():

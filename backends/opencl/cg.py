@@ -1,35 +1,41 @@
-"""The fused conjugate-gradient steps of the OpenCL backend (``kernels/opencl/cg.cl``).
+"""The fused conjugate-gradient solve of the OpenCL backend (``kernels/opencl/cg.cl``).
 
-``cg_fused(x, r, p, preconditioned=False)`` (the registered op ``cg_fused`` of the
-``matvec`` family) returns a :class:`FusedCG` over three 1-D contiguous
-``pyopencl.array.Array`` of one real floating dtype, length and context: the iterate
-``x`` and residual ``r`` (both updated in place) and the direction ``p`` (written before
-it is read). The solver (:func:`tessera_array.sparse.linalg.cg`, real, without a
-callback) then runs each iteration as::
+``cg_fused(x, r, p, A, M, atol, maxiter)``, the registered op ``cg_fused`` of the
+``matvec`` family, implements the contract of :mod:`tessera_array.sparse.linalg._fused`
+(its module docstring: the arguments, the in-place updates of ``x`` and ``r``, what
+``run(k)`` reports): it returns a :class:`FusedCG` (it never declines) over three 1-D
+contiguous ``pyopencl.array.Array`` of one real floating dtype, length and context.
 
-    rr, ok, pq = steps.read()    # the one sync: r . r now, and the last step's p . q
-    steps.direction(first)       # p = r, or p = (rho / rho_prev) p + r, rho = r . r
-    q = A @ p                    # the operator's registered matvec / spmv
-    steps.update(q)              # alpha = rho / (p . q); x += alpha p if p . q > 0;
-                                 # r -= alpha q; the partial sums of the new r . r
+``FusedCG.run(k)`` enqueues ``k`` iterations (at most :data:`KMAX`, and no more than
+``maxiter`` leaves), each::
 
-and with a preconditioner (``preconditioned=True``), between the read and the
-direction, ``z = M r`` (the caller's product), ``steps.rho_from(z)`` (rho = r . z, one
-more dot launch) and ``steps.direction(first, z)`` (p = z or beta p + z).
+    z = M.apply(r); rho = r . z             (with M only: the caller's product, one dot)
+    tessera_cg_direction                    the stopping test of r_i; p = s or beta p + s
+    q = A.apply(p)                          the operator's registered matvec / spmv
+    tessera_cg_dot, tessera_cg_update       p . q; alpha; x, r and the partial sums of r . r
 
-Why fused: the generic path makes each dot product on the host's BLAS (so that its
-iterates equal SciPy's bit for bit, see ``dot.py``), which copies two vectors to
-the host per dot product, and runs each scalar operation as its own launch: about ten
-launches, four vector copies and one sync per iteration. Here every scalar stays on the
-device: four launches and a read of the partial sums. The dot products sum in another
-order than BLAS, so iterates agree with the generic path's (and SciPy's) to rounding;
-``tests/test_krylov.py`` holds them to 1e-10 (float64) after 1, 3 and 10 iterations and
-the iteration counts to within one.
+then, when ``maxiter`` steps are done, the final check of the last ``p . q``, and reads
+the state buffer's status words and the run's residual norms once (``# sync``). A test
+that stops freezes the solve on the device (``cg.cl``): the rest of the run's launches
+return at once, but ``A.apply`` and ``M.apply`` are still called for them (their results
+unused). The stopping test is evaluated in ``x``'s dtype against the threshold of
+:func:`~tessera_array.sparse.linalg._fused.stop_threshold`, so it decides as the
+host's ``sqrt(r . r) < atol`` would on the same ``r . r``.
+
+Why fused: the generic path launches each dot product, scalar operation and update on
+its own and reads a norm back every iteration (about ten launches and one sync per
+iteration). Here every scalar stays on the device: four launches per iteration and one
+read per ``k`` iterations. The dot products sum in another order than the generic path's,
+so iterates agree with it to rounding; ``tests/test_krylov.py`` holds them to 1e-10
+(float64) after 1, 3 and 10 iterations and the iteration counts to within one, and the
+iterates to be the same bit for bit for every ``k``.
 
 The state buffer and the kernels' geometry are described in ``cg.cl``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -38,11 +44,12 @@ from tessera_array import _dtypes
 from . import _programs
 from ._programs import array_type as _array_type
 
-__all__ = ["FusedCG", "cg_fused", "register"]
+__all__ = ["KMAX", "FusedCG", "cg_fused", "register"]
 
 FILE = "cg.cl"
 PMAX = 256  # the most partial sums of one dot product (work-groups on GPUs)
 WG_MAX = 256  # work-group size on GPUs (a power of two, clamped to the device's)
+KMAX = 64  # the most iterations of one run (the history slots of the state buffer)
 _REAL = frozenset(np.dtype(d._np) for d in _dtypes.REAL_FLOATING)
 _setup: dict = {}  # (context, dtype) -> (kernels, work-group size, CPU device?, units)
 
@@ -58,14 +65,16 @@ def _kernels(context, dtype):
 
 # Regions of the state buffer (offsets in elements): the partial sums of rho for this and
 # the previous iteration (swapped each iteration), of p . q, of r . r when rho is r . z
-# (preconditioned), then the flag of p . q and p . q itself.
+# (preconditioned), then the status words (cg.cl's W_*, from _FLAG) and the history.
 _RHO_A, _RHO_B, _PQ, _RR, _FLAG = 0, PMAX, 2 * PMAX, 3 * PMAX, 4 * PMAX
+_W_OK, _W_STATUS_D, _W_STATUS_U, _W_STOP_AT, _W_CAUSE, _HIST = 0, 2, 3, 4, 5, 8
+_MODE_FIRST, _MODE_NEXT, _MODE_FINAL = 0, 1, 2
 
 
 class FusedCG:
     """The device state of one CG solve: see the module docstring."""
 
-    def __init__(self, x, r, p, preconditioned=False):
+    def __init__(self, x, r, p, A, M, atol, maxiter):
         cla = _array_type()
         for name, a in (("x", x), ("r", r), ("p", p)):
             _programs.check_array("cg_fused", name, a, cla.Array)
@@ -82,10 +91,23 @@ class FusedCG:
         if not (x.context == r.context == p.context):
             raise ValueError("cg_fused: x, r and p must be in one OpenCL context. "
                              "Received: more than one context")
+        for name, op in (("A", A), ("M", M)):
+            if (op is not None or name == "A") and not callable(getattr(op, "apply", None)):
+                raise TypeError(f"cg_fused: {name} must be a FusedOperand (with apply). "
+                                f"Received: {name}={op!r}")
+        if isinstance(maxiter, bool) or int(maxiter) != maxiter or maxiter < 0:
+            raise ValueError(f"cg_fused: maxiter must be an int >= 0. Received: "
+                             f"maxiter={maxiter!r}")
+        if not float(atol) >= 0:
+            raise ValueError(f"cg_fused: atol must be >= 0. Received: atol={atol!r}")
+        from tessera_array.sparse.linalg._fused import stop_threshold
+
         self.queue = _programs.queue_of("cg_fused", r)
         self.x, self.r, self.p = x, r, p
+        self.A, self.M = A, M
         self.dtype = r.dtype
-        self.preconditioned = bool(preconditioned)
+        self.maxiter = int(maxiter)
+        self._thr = stop_threshold(atol, self.dtype)
         (self._dot, self._dir, self._upd), wg, cpu, units = _kernels(r.context, r.dtype)
         n = r.shape[0]
         # (at most wg partial sums: the kernels load them into a work-group's memory)
@@ -93,14 +115,25 @@ class FusedCG:
         self._head = (np.int64(n), np.int64(chunk))
         self._gs, self._ls = (gsize,), (wg,)
         self._np = np.int32(self.np)
-        init = np.zeros(_FLAG + 2, dtype=self.dtype)
-        init[_FLAG] = 1  # (no step yet)
+        init = np.zeros(_FLAG + _HIST + KMAX, dtype=self.dtype)
+        init[_FLAG + _W_OK] = 1  # (no step yet)
+        init[_FLAG + _W_STATUS_D] = init[_FLAG + _W_STATUS_U] = 1  # RUNNING
         self.st = cla.to_device(self.queue, init, allocator=r.allocator)
         self.cur, self.prev = _RHO_A, _RHO_B
-        # r . r of the start: where read() finds it
-        self._rr = _RR if self.preconditioned else self.cur
-        self._wait(r)
-        self._launch_dot(r, r, self._rr)
+        self._done = 0  # steps enqueued (and, while running, taken)
+        self._finished = False
+        # r . r of the start: where the first test finds it
+        self._wait(x, r, p)
+        self._launch_dot(r, r, _RR if M is not None else self.cur)
+
+    @staticmethod
+    def _mark(evt, *arrays):
+        """Record ``evt`` as the last write of ``arrays``. The queue is in order, so it
+        completes after every earlier launch: the one event a reader on another queue
+        needs (appending instead would make pyopencl wait on old events once a dozen
+        pile up: a host sync inside a run)."""
+        for a in arrays:
+            a.events[:] = [evt]
 
     def _wait(self, *arrays):
         """Wait for the pending events of buffers last written on another queue."""
@@ -111,11 +144,16 @@ class FusedCG:
                 cl.wait_for_events(a.events)
 
     def _launch_dot(self, a, b, at):
-        self.st.add_event(self._dot(self.queue, self._gs, self._ls, *self._head, a.base_data,
-                                    b.base_data, self.st.base_data, np.int64(at)))
+        self._mark(self._dot(self.queue, self._gs, self._ls, *self._head, a.base_data,
+                             b.base_data, self.st.base_data, np.int64(at),
+                             np.int64(_FLAG + _W_STATUS_D)), self.st)
 
     def _vector(self, v, what):
         """``v`` as the kernels take it (contiguous, r's dtype and shape, this queue)."""
+        cla = _array_type()
+        if not isinstance(v, cla.Array):
+            raise TypeError(f"cg_fused: {what} must be a pyopencl.array.Array. Received: "
+                            f"{type(v).__name__}")
         if v.dtype != self.dtype or v.shape != self.r.shape:
             raise ValueError(f"cg_fused: {what} must be a {self.dtype} vector of shape "
                              f"{self.r.shape}. Received: dtype={v.dtype}, shape={v.shape}")
@@ -124,53 +162,78 @@ class FusedCG:
             v = v.copy(queue=self.queue)
         return v
 
-    def read(self) -> tuple:
-        """``(rr, ok, pq)``: ``r . r`` now (the device's sum of its partial sums), and
-        whether the last update's ``p . q`` was > 0, with that value. Synchronizes."""
-        host = self.st.get(self.queue)
-        part = host[self._rr:self._rr + self.np]
-        rr = np.add.accumulate(part)[-1]  # in order, in the dtype: the device's value
-        return float(rr), bool(host[_FLAG] == 1), float(host[_FLAG + 1])
-
-    def rho_from(self, z) -> None:
-        """Preconditioned: ``rho = r . z`` for ``z = M r`` (the previous rho is kept)."""
-        if not self.preconditioned:
-            raise ValueError("cg_fused: rho_from is for preconditioned steps "
-                             "(preconditioned=True); without M rho is r . r")
-        self._launch_dot(self.r, self._vector(z, "z = M r"), self.prev)
-        self.cur, self.prev = self.prev, self.cur
-
-    def direction(self, first: bool, z=None) -> None:
-        """``p = s`` (first) or ``p = beta p + s`` with ``beta = rho / rho_prev``, where
-        ``s`` is ``z`` (preconditioned; the one given to :meth:`rho_from`) or ``r``."""
-        src = self.r if z is None else self._vector(z, "z = M r")
-        if self.preconditioned != (z is not None):
-            raise ValueError("cg_fused: direction takes z = M r exactly when the steps are "
-                             f"preconditioned (preconditioned={self.preconditioned})")
-        evt = self._dir(self.queue, self._gs, self._ls, *self._head, np.int32(1 if first else 0),
+    def _direction(self, mode, test, src):
+        rr_at = _RR if self.M is not None else self.cur
+        evt = self._dir(self.queue, self._gs, self._ls, *self._head, np.int32(mode),
                         src.base_data, self.p.base_data, self.st.base_data, self._np,
-                        np.int64(self.cur), np.int64(self.prev))
-        self.p.add_event(evt)
+                        np.int64(self.cur), np.int64(self.prev), np.int64(_FLAG),
+                        np.int64(rr_at), np.int32(test), self._thr)
+        self._mark(evt, self.p, self.st)
 
-    def update(self, q) -> None:
-        """Given ``q = A p``: ``p . q``, then ``x``, ``r`` and the new ``r . r``."""
-        q = self._vector(q, "q = A p")
+    def _iteration(self, test):
+        """Enqueue iteration ``test`` of this run: the test, then one step."""
+        first = self._done == 0
+        if self.M is not None:
+            z = self._vector(self.M.apply(self.r), "z = M r")
+            self._launch_dot(self.r, z, self.prev)  # rho = r . z
+            self.cur, self.prev = self.prev, self.cur
+            src = z
+        else:
+            src = self.r
+        self._direction(_MODE_FIRST if first else _MODE_NEXT, test, src)
+        q = self._vector(self.A.apply(self.p), "q = A p")
         self._launch_dot(self.p, q, _PQ)
-        nxt = _RR if self.preconditioned else self.prev
+        nxt = _RR if self.M is not None else self.prev
         evt = self._upd(self.queue, self._gs, self._ls, *self._head, self.p.base_data,
                         q.base_data, self.x.base_data, self.r.base_data, self.st.base_data,
                         self._np, np.int64(_PQ), np.int64(self.cur), np.int64(nxt),
                         np.int64(_FLAG))
-        for a in (self.x, self.r, self.st):
-            a.add_event(evt)
-        if not self.preconditioned:  # the new r . r is the next rho
+        self._mark(evt, self.x, self.r, self.st)
+        if self.M is None:  # the new r . r is the next rho
             self.cur, self.prev = self.prev, self.cur
-            self._rr = self.cur
+        self._done += 1
+
+    def run(self, k: int):
+        """Up to ``k`` iterations (at most :data:`KMAX`), then one read: a
+        :class:`~tessera_array.sparse.linalg._fused.CGReport`. Synchronizes once."""
+        from tessera_array.sparse.linalg._fused import CGReport, CGStatus
+
+        if isinstance(k, bool) or int(k) != k or k < 1:
+            raise ValueError(f"cg_fused: run takes k >= 1 iterations. Received: k={k!r}")
+        if self._finished:
+            raise ValueError("cg_fused: the solve has finished (its last report was not "
+                             "RUNNING); run is not called again")
+        before = self._done
+        steps = min(int(k), KMAX, self.maxiter - before)
+        for test in range(steps):
+            self._iteration(test)
+        final = self._done == self.maxiter
+        if final:
+            self._direction(_MODE_FINAL, 0, self.r)
+        # sync: the status words and this run's r . r values.
+        tail = self.st[_FLAG:_FLAG + _HIST + steps].get(self.queue)
+        status = CGStatus(int(tail[_W_STATUS_D]))
+        if status is CGStatus.RUNNING:
+            tests, iterations = steps, self._done
+        else:
+            self._finished = True
+            stop = int(tail[_W_STOP_AT])
+            if stop < 0:  # the final check
+                tests, iterations = steps, self.maxiter - (0 if status is CGStatus.MAXITER
+                                                           else 1)
+            else:
+                tests = stop + 1
+                iterations = before + stop - (1 if tail[_W_CAUSE] else 0)
+        norms = tuple(math.sqrt(v) if v >= 0 else math.nan
+                      for v in (float(t) for t in tail[_HIST:_HIST + tests]))
+        return CGReport(status, iterations, norms)
 
 
-def cg_fused(x, r, p, preconditioned=False) -> FusedCG:
-    """The fused CG steps over ``x``, ``r`` and ``p`` (see :class:`FusedCG`)."""
-    return FusedCG(x, r, p, preconditioned)
+def cg_fused(x, r, p, A, M, atol, maxiter) -> FusedCG:
+    """The fused CG solve over ``x``, ``r`` and ``p``: the ``cg_fused`` contract of
+    :mod:`tessera_array.sparse.linalg._fused` (see :class:`FusedCG` for this backend's
+    realisation: ``run(k)`` is ``k`` times four launches, five with ``M``, and one read)."""
+    return FusedCG(x, r, p, A, M, atol, maxiter)
 
 
 def register(registry, backend_name: str) -> None:

@@ -19,12 +19,12 @@ Each in two variants: ``default``, the device's kernels above, and ``blas``, whi
 on the host in the order of the host's BLAS (``ddot``/``zdotc``/``dgemv``, through the
 NumPy backend's ``vecdot`` and ``matmul``), listed as the host fallbacks ``kernel
 vecdot[blas]`` and ``kernel vecmat[blas]``, which copy the operands in and the result
-back and nothing else. The solvers' generic path takes ``blas`` so that its iterates
-equal SciPy's bit for bit; a device kernel cannot promise that, since OpenBLAS picks its
-summation order per CPU, and near an exhausted Krylov space one ulp grows to 1e-5
-(``tests/test_krylov.py::test_gmres_default_restart_iterates``). Where host fallbacks
-are refused (``TESSERA_HOST_FALLBACK=error``) the solvers use the ``default`` variant
-instead.
+back and nothing else. The solvers' generic path takes ``default`` (dot products on the
+device, in its order); ``products="blas"`` takes ``blas``, so that iterates equal SciPy's
+bit for bit, which a device kernel cannot promise (OpenBLAS picks its summation order per
+CPU, and near an exhausted Krylov space one ulp grows to 1e-6:
+``tests/test_krylov.py::test_gmres_default_restart_iterates``). Where host fallbacks are
+refused (``TESSERA_HOST_FALLBACK=error``) that request raises HostFallbackError.
 """
 
 from __future__ import annotations

@@ -1,39 +1,13 @@
 """The matvec routing table: which registered matvec/spmv variant each solver uses, per matrix kind.
 
 Every Krylov solver of :mod:`tessera_array.sparse.linalg` applies ``A`` through the
-kernel registry, ops ``matvec`` (dense) and ``spmv`` (CSR), with the variant named
-here. The table is the one place the choice is made; ``tests/test_krylov.py`` pins it,
-so the solvers cannot silently be merged onto one kernel again.
+kernel registry, ops ``matvec`` (dense, kind ``"dense"``) and ``spmv`` (CSR, kind
+``"csr"``), with the variant named here. The table is the one place the choice is
+made; ``tests/test_krylov.py`` pins it.
 
-Why they differ (the seed's lesson). A warp-per-row matvec was shipped for both CG
-and GMRES on a reasoned claim (32 lanes share one row, so fewer memory transactions)
-that had not been measured. Measured afterwards through the seed project on an
-NVIDIA RTX 5070 (sm_120), medians of 9 repetitions, device-event timing, time per
-solve, scalar-row -> warp-per-row:
-
-==============  ===================  ==================
-benchmark       scalar -> warp (ms)  warp vs scalar
-==============  ===================  ==================
-dense_cg 2049   1.011 -> 2.277       0.44x (regression)
-dense_cg 1025   0.534 -> 1.073       0.50x (regression)
-dense_cg 513    0.306 -> 0.488       0.63x (regression)
-dense_gmres 2049  0.967 -> 0.621     1.56x (win)
-dense_gmres 1025  0.579 -> 0.400     1.45x (win)
-dense_gmres 513   0.367 -> 0.300     1.22x (win)
-==============  ===================  ==================
-
-A cooperative launch caps the grid at what stays resident, so warp-per-row also
-buys 32x fewer rows in flight; GMRES absorbs that, CG (which grid-syncs more per
-iteration) does not. After the split CG measured 1.00-1.06x of scalar and GMRES
-kept 1.24-1.56x. These figures are the seed's, from that GPU, for solvers fused into
-cooperative (grid-synced) kernels.
-
-tessera_array's first GPU backend (OpenCL) launches one kernel per product, with no
-grid sync, and was measured on an NVIDIA H200 (NVIDIA's OpenCL driver 580.159.04).
-The choice then depends on the matrix kind rather than the solver, so the table is
-per solver *and* kind (``"dense"``: op ``matvec``; ``"csr"``: op ``spmv``). Whole
-solves, ``rtol=1e-30``, medians of 5 (``.devrun``-style script, 2026-11-30), scalar ->
-warp:
+Default rows (:data:`MATVEC_ROUTING`, every backend without its own row), measured on
+an NVIDIA H200 through NVIDIA's OpenCL driver, whole solves, ``rtol=1e-30``, medians
+of 5, scalar -> warp (ms):
 
 ============================  ======================  ==============
 solve                         scalar -> warp (ms)     warp / scalar
@@ -44,28 +18,38 @@ cg, Poisson 512^2 CSR, 50 it  89.9 -> 88.7            0.99
 gmres, Poisson 512^2 CSR      453.0 -> 444.3          0.98
 ============================  ======================  ==============
 
-and the kernels alone against cuBLAS/cuSPARSE (``benchmarks/opencl_vs_cupy.py``, CuPy
-time / OpenCL time): dense matvec warp 0.79-1.16, scalar 0.09-0.22; CSR spmv on
-Poisson 1024^2 and 2048^2 scalar 1.48-1.83, warp 0.89-1.44. So dense products use
-``warp`` in every solver; CSR products keep the seed's split (``scalar`` for CG and
-the CG-like solvers, ``warp`` for GMRES), where the whole solves differ by 1-2%,
-within noise, and the kernels favour scalar. A backend that fuses a solver into
-grid-synced kernels (the seed's setting) re-measures and updates this table.
+and the kernels alone against cuBLAS/cuSPARSE (CuPy time / OpenCL time): dense warp
+0.79-1.16, scalar 0.09-0.22; CSR on Poisson 1024^2 and 2048^2 scalar 1.48-1.83, warp
+0.89-1.44. So dense products use ``warp`` in every solver; CSR products keep ``scalar``
+for CG and the CG-like solvers (bicg, bicgstab, cgs, minres: not measured, their
+iteration is CG's shape) and ``warp`` for GMRES, where whole solves differ by 1-2% and
+an earlier GPU with grid-synced solvers measured warp 1.22-1.56x faster for GMRES and
+0.44-0.63x for CG. On the NumPy backend every variant reaches the same BLAS gemv /
+SciPy CSR routine, so the table changes nothing there but must still resolve. How these
+figures were taken, and what came before: ``benchmarks/NOTES.md``, section "Krylov
+routing and fused CG".
 
-On the NumPy backend every variant name reaches the same BLAS gemv / SciPy CSR
-routine (see ``backends/numpy/matvec.py`` and ``backends/numpy/sparse.py``), so the
-table changes nothing there but must still resolve.
+Backend rows. A backend whose kernels favour another choice (say a persistent, grid-
+synced CG on CUDA) registers its own rows with :func:`register_routing`, its
+measurement beside the call::
 
-The solvers without a measurement (bicg, bicgstab, cgs, minres) follow CG: their
-per-iteration structure (one or two matvecs, a few dot products, each followed by a
-host check) is CG's, not GMRES's long Arnoldi sweep.
+    register_routing("cuda", "cg", {"dense": "warp", "csr": "warp"},
+                     measured="H200, Poisson 1024^2 cg: warp 0.61 ms/it, scalar 0.74")
+
+A backend row overrides the default row of that solver on that backend only; solvers
+it names no row for keep the default. :func:`routing` gives the table one backend sees,
+:func:`matvec_variant` one entry of it.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from types import MappingProxyType
+from typing import NamedTuple
 
-__all__ = ["KINDS", "MATVEC_ROUTING", "matvec_variant"]
+__all__ = ["KINDS", "MATVEC_ROUTING", "BackendRow", "backend_rows", "matvec_variant",
+           "register_routing", "routing", "unregister_routing"]
 
 KINDS = ("dense", "csr")
 
@@ -75,10 +59,10 @@ def _row(dense: str, csr: str):
 
 
 MATVEC_ROUTING = MappingProxyType({
-    # dense: H200 OpenCL, warp 0.84-0.85x of scalar's solve time; csr: the seed (RTX 5070,
-    # fused CG: warp 0.44-0.63x of scalar's speed) and the H200 kernels (scalar faster)
+    # dense: H200 OpenCL, warp 0.84-0.85x of scalar's solve time; csr: scalar kernels
+    # faster on the H200 (1.48-1.83 vs 0.89-1.44 of cuSPARSE), whole solves within 1-2%
     "cg": _row("warp", "scalar"),
-    "gmres": _row("warp", "warp"),     # seed: warp 1.22-1.56x of scalar; H200 dense 0.84
+    "gmres": _row("warp", "warp"),       # H200 dense 0.84; grid-synced GMRES: warp 1.22-1.56x
     "bicg": _row("warp", "scalar"),      # not measured: CG-like iteration
     "bicgstab": _row("warp", "scalar"),  # not measured: CG-like iteration
     "cgs": _row("warp", "scalar"),       # not measured: CG-like iteration
@@ -86,11 +70,78 @@ MATVEC_ROUTING = MappingProxyType({
 })
 
 
-def matvec_variant(solver: str, kind: str) -> str:
-    """The variant ``solver`` uses for a ``kind`` ("dense" or "csr") matrix; KeyError names
-    the known solvers and kinds."""
+class BackendRow(NamedTuple):
+    """One backend's own row for one solver."""
+
+    row: Mapping  # kind ("dense", "csr") -> variant name
+    measured: str  # the measurement that justifies it (device, case, figures)
+
+
+_lock = threading.Lock()
+_backend_rows: dict = {}  # backend name -> {solver: BackendRow}
+
+
+def _check_solver(func: str, solver: str) -> None:
+    if solver not in MATVEC_ROUTING:
+        raise KeyError(f"{func}: no routing for solver={solver!r}. Known: solvers "
+                       f"{sorted(MATVEC_ROUTING)}")
+
+
+def register_routing(backend: str, solver: str, row: Mapping, *, measured: str,
+                     replace: bool = False) -> None:
+    """Give ``backend`` its own row for ``solver``: ``row`` maps every kind of
+    :data:`KINDS` to a variant name; ``measured`` says what measurement justifies it.
+
+    Raises KeyError for an unknown solver, ValueError for a row that misses or adds a
+    kind, for an empty ``measured``, or for a second row of the same backend and solver
+    without ``replace=True``.
+    """
+    _check_solver("register_routing", solver)
+    if not isinstance(backend, str) or not backend:
+        raise TypeError(f"register_routing: backend must be a backend's name. Received: "
+                        f"backend={backend!r}")
+    if not isinstance(row, Mapping) or set(row) != set(KINDS) or not all(
+            isinstance(v, str) and v for v in row.values()):
+        raise ValueError(f"register_routing: row must map each kind {list(KINDS)} to a "
+                         f"variant name. Received: row={dict(row) if isinstance(row, Mapping) else row!r}")
+    if not isinstance(measured, str) or not measured.strip():
+        raise ValueError("register_routing: measured must say which measurement justifies "
+                         f"the row. Received: measured={measured!r}")
+    with _lock:
+        rows = _backend_rows.setdefault(backend, {})
+        if solver in rows and not replace:
+            raise ValueError(f"register_routing: {backend} already has a row for {solver}: "
+                             f"{dict(rows[solver].row)} (pass replace=True to change it)")
+        rows[solver] = BackendRow(MappingProxyType({k: row[k] for k in KINDS}), measured)
+
+
+def unregister_routing(backend: str) -> None:
+    """Drop every row of ``backend`` (it then sees the default rows)."""
+    with _lock:
+        _backend_rows.pop(backend, None)
+
+
+def backend_rows(backend: str) -> Mapping:
+    """``{solver: BackendRow}``: the rows ``backend`` registered (empty: none)."""
+    with _lock:
+        return MappingProxyType(dict(_backend_rows.get(backend, {})))
+
+
+def routing(backend: str | None = None) -> Mapping:
+    """The table ``backend`` sees (``{solver: {kind: variant}}``): its own rows where it
+    has them, the default rows elsewhere; ``None``: the default rows."""
+    own = {} if backend is None else backend_rows(backend)
+    return MappingProxyType({s: own[s].row if s in own else row
+                             for s, row in MATVEC_ROUTING.items()})
+
+
+def matvec_variant(solver: str, kind: str, backend: str | None = None) -> str:
+    """The variant ``solver`` uses for a ``kind`` ("dense" or "csr") matrix on ``backend``
+    (its own row, else the default one); KeyError names the known solvers and kinds."""
+    own = _backend_rows.get(backend) if backend is not None else None  # (reads need no lock)
+    hit = own.get(solver) if own else None
     try:
-        return MATVEC_ROUTING[solver][kind]
+        return (hit.row if hit is not None else MATVEC_ROUTING[solver])[kind]
     except KeyError:
         raise KeyError(
             f"matvec_variant: no routing for solver={solver!r}, kind={kind!r}. Known: "

@@ -3,8 +3,10 @@
 ``cg``, ``gmres``, ``bicgstab``, ``cgs``, ``bicg`` and ``minres`` keep the signatures, defaults,
 callbacks and ``info`` codes of ``scipy.sparse.linalg`` (SciPy >= 1.14) and are
 written once against the namespace of ``b``; the matvec variant each solver uses
-comes from :data:`tessera_array.sparse._routing.MATVEC_ROUTING`. See
-:mod:`tessera_array.sparse.linalg._isolve` for the info codes tessera adds.
+comes from the routing table, :mod:`tessera_array.sparse._routing`. Their dot products
+run on ``b``'s device unless ``products="blas"`` asks for the host BLAS's order
+(SciPy's iterates). See :mod:`tessera_array.sparse.linalg._isolve` for both, and for
+the info codes tessera adds; the ``cg_fused`` contract is in ``_fused.py``.
 """
 
 from ._interface import LinearOperator, aslinearoperator

@@ -2,11 +2,11 @@
 
 Written once against the namespace of ``b`` (``b.__array_namespace__()``): the
 device is reached only through the operator's matvec (for tessera arrays the
-registered ``matvec``/``spmv`` kernel, with the variant of
-:data:`tessera_array.sparse._routing.MATVEC_ROUTING`), ``vecdot`` (dot products),
-``multiply``/``add`` and the in-place operators (axpy) and norms. The recurrences and
-stopping tests are SciPy's (>= 1.14), so iterates, iteration counts and ``info``
-agree with ``scipy.sparse.linalg`` up to rounding.
+registered ``matvec``/``spmv`` kernel, with the variant of the routing table,
+:func:`tessera_array.sparse._routing.matvec_variant`), the registered ``vecdot`` /
+``vecmat`` (dot products), ``multiply``/``add`` and the in-place operators (axpy) and
+norms. The recurrences and stopping tests are SciPy's (>= 1.14), so iterates,
+iteration counts and ``info`` agree with ``scipy.sparse.linalg`` up to rounding.
 
 ``info`` codes (SciPy's, plus three tessera codes for what SciPy does not detect):
 
@@ -26,6 +26,18 @@ front with ValueError; NaN/inf inside ``A`` or ``M`` (any form) reach the residu
 and stop the solver with info ``-20`` (searching A up front would cost a pass over
 it per solve). Every loop is bounded by ``maxiter``.
 
+Dot products (tessera only: the keyword ``products``). ``"device"`` (the default):
+the dot products and norms run on ``b``'s device, the registered ``vecdot``/``vecmat``
+of variant ``default``, in the device's summation order, so iterates agree with SciPy's
+to rounding (which a Krylov method amplifies; an iteration count may move by a few).
+``"blas"``: they sum in the host BLAS's order, SciPy's (variant ``blas``: on an
+accelerator each product is a listed host fallback, two vectors copied to the host and a
+scalar back), and cg runs no fused steps; where A's (and M's) products also round as
+SciPy's (a CSR matrix whose rows the spmv sums in order, as the ``scalar`` variant does)
+the iterates of real systems then equal SciPy's bit for bit on any device (complex ones,
+and a dense A's device gemv, to rounding). On the NumPy backend both settings are the
+host's BLAS: the iterates equal SciPy's bit for bit either way.
+
 Beyond SciPy (tessera only): ``report=True`` returns ``(x, info, SolveReport)``
 (iterations, residual-norm history, a named stop reason); ``cg`` accepts ``b`` of
 shape ``(n, k)``: k independent systems, each stopping on its own test. Results are
@@ -44,12 +56,14 @@ Synchronization: each iteration reads residual norms back to the host for the
 stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
 SciPy and CuPy do, and solves its small least-squares problem on the host.
 
-Fused steps: on a device that registers ``cg_fused`` (the OpenCL backend), cg without
-a callback on a real system runs its iterations on the device's fused steps: four
-launches (five with ``M``) and one small read per iteration, dot products and scalars on
-the device (:mod:`tessera_array.backends.opencl.cg`). Their dot products sum in the
-device's order, so the iterates agree with the generic path's (the reference, which
-:data:`FUSED` ``= False`` selects) to rounding rather than bit for bit.
+Fused CG: on a device that registers ``cg_fused`` (the OpenCL backend), cg without a
+callback on a real system with ``products="device"`` hands its iterations to the
+device (the contract: :mod:`tessera_array.sparse.linalg._fused`), which runs up to k
+of them, stopping test included, per host read. k follows the residual's decay
+(:func:`_steps_per_read`); it is 1 where ``A`` or ``M`` is the caller's callable, since
+a run applies them past the stopping iteration. The generic loop stays the reference
+the fused one is tested against: :func:`_cg`, the solver's core, takes ``fused=False``
+(and ``steps_per_read=k``) for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -59,6 +73,7 @@ import warnings
 from typing import NamedTuple
 
 from .._routing import KINDS, matvec_variant
+from ._fused import CGStatus, FusedOperand
 from ._interface import (
     LinearOperator,
     _as_operator,
@@ -100,40 +115,48 @@ def _scalar(a, cplx):
     return complex(a) if cplx else float(a)
 
 
-def _products(xp, v):
+_PRODUCTS = ("device", "blas")
+
+
+def _check_products(func, products):
+    if products not in _PRODUCTS:
+        raise ValueError(f"{func}: products must be 'device' or 'blas'. Received: "
+                         f"products={products!r}")
+
+
+def _products(xp, v, products="device"):
     """``(vecdot, vecmat)`` of the generic path for vectors like tessera ``v``:
     ``vecdot(x, y) = conj(x) . y`` of two vectors and ``vecmat(x, A) = conj(x) @ A``.
 
-    They sum in the host BLAS's order, SciPy's, so that iterates equal SciPy's bit for
-    bit: the registered ``vecdot``/``vecmat`` ops, variant ``blas`` (on the NumPy backend
-    NumPy's own products; on a device, the host's, listed as host fallbacks: see
-    backends/opencl/dot.py). A call that host fallbacks refuse (HostFallbackError) runs
-    the device's own kernel instead (variant ``default``), whose order is the device's.
-    On another library's arrays: its ``vecdot`` and ``matmul``.
+    ``products="device"``: the registered ops of variant ``default``, the device's own
+    kernels in its summation order; ``"blas"``: variant ``blas``, the host BLAS's order
+    (SciPy's; on a device listed host fallbacks, which raise HostFallbackError where
+    host fallbacks are refused: an explicit request is never quietly downgraded). On
+    the NumPy backend both are NumPy's own products. On another library's arrays: its
+    ``vecdot`` and ``matmul``.
     """
     T = _xp_tessera()
     cplx = xp.isdtype(v.dtype, "complex floating")
     if xp is T:
         from ..._dispatch import lookup
-        from ..._errors import HostFallbackError, KernelNotFoundError
+        from ..._errors import KernelNotFoundError
 
+        variant = "blas" if products == "blas" else "default"
         try:
-            kernels = {variant: (lookup("vecdot", v.device, v.dtype, variant),
-                                 lookup("vecmat", v.device, v.dtype, variant))
-                       for variant in ("blas", "default")}
+            dot = lookup("vecdot", v.device, v.dtype, variant)
+            mat = lookup("vecmat", v.device, v.dtype, variant)
         except KernelNotFoundError:
-            kernels = None
-        if kernels is not None:
+            dot = mat = None
+        if dot is not None:
             new = T.Array._new
 
-            def call(k, x, y):
-                try:
-                    out = kernels["blas"][k](x._data, y._data)
-                except HostFallbackError:  # refused: the device's own kernel
-                    out = kernels["default"][k](x._data, y._data)
-                return new(out, x._dtype, x._device)
+            def vecdot(x, y):
+                return new(dot(x._data, y._data), x._dtype, x._device)
 
-            return (lambda x, y: call(0, x, y)), (lambda x, a: call(1, x, a))
+            def vecmat(x, a):
+                return new(mat(x._data, a._data), x._dtype, x._device)
+
+            return vecdot, vecmat
 
     def vecmat(x, a):
         return xp.matmul(xp.conj(x) if cplx else x, a)
@@ -141,19 +164,17 @@ def _products(xp, v):
     return xp.vecdot, vecmat
 
 
-def _norm(xp, v, vecdot=None):
+def _norm(xp, v, vecdot):
     """||v||_2 in numpy.linalg.norm's operation order (so stopping tests round as SciPy's):
     sqrt(v . v) for real v, sqrt(re . re + im . im) for complex v (``vecdot``: the
     solver's, :func:`_products`)."""
-    if vecdot is None:
-        vecdot = _products(xp, v)[0]
     if xp.isdtype(v.dtype, "complex floating"):
         re, im = xp.real(v), xp.imag(v)
         return xp.sqrt(vecdot(re, re) + vecdot(im, im))
     return xp.sqrt(vecdot(v, v))
 
 
-def _residual_test(xp, r, x, atol, iteration, hist, report, vecdot=None):
+def _residual_test(xp, r, x, atol, iteration, hist, report, vecdot):
     """An iteration's opening test on ||r||: the finished result (0 converged, -20
     non-finite) or None to go on; the norm joins ``hist``. Synchronizes once."""
     rnorm = float(_norm(xp, r, vecdot))  # sync
@@ -239,16 +260,10 @@ def _aypx_for(xp, v):
     return aypx
 
 
-# Use a device's fused CG steps (the registered ``cg_fused`` op: dot products and scalars
-# on the device, four launches and one read per iteration) where it has them; False runs
-# the generic path everywhere (the reference the fused steps are tested against).
-FUSED = True
-
-
 def _fused_cg_for(xp, r):
-    """The device's ``cg_fused`` factory for tessera ``r`` (real, 1-D), or None."""
+    """The device's ``cg_fused`` launcher for tessera ``r`` (real, 1-D), or None."""
     T = _xp_tessera()
-    if not FUSED or xp is not T or r.ndim != 1:
+    if xp is not T or r.ndim != 1:
         return None
     from ..._dispatch import lookup
     from ..._errors import KernelNotFoundError
@@ -260,8 +275,8 @@ def _fused_cg_for(xp, r):
 
 
 def _fused_operand(xp, q, r, name="A"):
-    """A product of operator ``name`` (A or M) as the fused steps take it: a tessera array
-    of r's shape on r's device, in r's dtype (another dtype is cast)."""
+    """A product of operator ``name`` (A or M) as the fused solve takes it: a tessera
+    array of r's shape on r's device, in r's dtype (another dtype is cast)."""
     if not isinstance(q, _xp_tessera().Array):
         raise TypeError(f"cg: {name}'s matvec must return an array of b's namespace. "
                         f"Received: {type(q).__name__}")
@@ -276,37 +291,83 @@ def _fused_operand(xp, q, r, name="A"):
     return q if q.dtype == r.dtype else xp.astype(q, r.dtype)
 
 
-def _cg_fused(xp, factory, matvec, psolve, x, r, atol, maxiter, report):
-    """cg's loop on the device's fused steps (same stopping test, info codes and report as
-    the generic loop; x and r are the solver's own arrays, updated in place). With a
-    preconditioner, rho = r . z for z = M r (one more dot launch per iteration)."""
-    hist = []
+def _operand(xp, op, product, r, name):
+    """Operator ``op`` (A or M) as a :class:`FusedOperand` for vectors like ``r``:
+    ``product`` (its matvec) on native buffers, and its stored matrix where it has one."""
+    new, dt, dev = _xp_tessera().Array._new, r._dtype, r._device
+
+    def apply(v):
+        return _fused_operand(xp, product(new(v, dt, dev)), r, name)._data
+
+    if isinstance(op, _DenseOperator) and op.A.dtype == r.dtype:
+        return FusedOperand(apply, "dense", (op.A._data,), op.variant)
+    if isinstance(op, _CSROperator) and op.A.dtype == r.dtype:
+        A = op.A
+        return FusedOperand(apply, "csr", (A.data._data, A.indices._data, A.indptr._data),
+                            op.variant)
+    return FusedOperand(apply, None, (), None)
+
+
+# Iterations per host read of a fused solve (measured on PoCL: benchmarks/NOTES.md,
+# "Krylov routing and fused CG"): the first run, and the most of any run.
+_K_FIRST = 4
+_K_MAX = 32
+_RATE_WINDOW = 16  # the residual norms the decay rate is measured over
+
+
+def _steps_per_read(norms, atol, kmax=_K_MAX):
+    """The k of the next ``run(k)`` of a fused solve, from the residual norms so far.
+
+    Half the iterations the recent decay predicts are left (so a run seldom passes the
+    stopping iteration: it does only where convergence comes more than twice as fast),
+    at least 1 and at most ``kmax``; ``kmax`` where no decay is seen or nothing can
+    converge (``atol = 0``); ``_K_FIRST`` before two norms are known.
+    """
+    if len(norms) < 2:
+        return min(_K_FIRST, kmax)
+    w = min(len(norms) - 1, _RATE_WINDOW)
+    now, then = norms[-1], norms[-1 - w]
+    if not (0 < now < math.inf and 0 < then < math.inf) or atol <= 0:
+        return kmax
+    rate = (now / then) ** (1.0 / w)
+    if not rate < 1:
+        return kmax
+    left = math.log(atol / now) / math.log(rate) if now > atol else 1.0
+    return max(1, min(kmax, int(left / 2)))
+
+
+def _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
+              steps_per_read):
+    """cg's loop on the device's fused solve (the ``cg_fused`` contract, ``_fused.py``):
+    the same stopping test, info codes and report as the generic loop; ``x`` and ``r``
+    are the solver's own arrays, updated in place. None where the launcher declines."""
     p = xp.empty_like(r)
-    steps = factory(x._data, r._data, p._data, psolve is not None)
-    for iteration in range(maxiter):
-        rho, ok, pq = steps.read()  # sync: r . r and the last step's p . q
-        rnorm = math.sqrt(rho) if rho >= 0 else math.nan
-        if report:
-            hist.append(rnorm)
-        if not ok:
-            # The last step divided by p^T A p <= 0 (or NaN): x was not moved by it.
-            bad = math.isfinite(rnorm) and pq <= 0
-            return _finish(report, x, -30 if bad else -20, iteration - 1, hist)
-        if rnorm < atol:
-            return _finish(report, x, 0, iteration, hist)
-        if not math.isfinite(rnorm):
-            return _finish(report, x, -20, iteration, hist)
-        if psolve is None:
-            steps.direction(iteration == 0)
+    Aop = _operand(xp, A, matvec, r, "A")
+    Mop = None if M is None else _operand(xp, M, psolve, r, "M")
+    solve = launcher(x._data, r._data, p._data, Aop, Mop, atol, maxiter)
+    if solve is None:
+        return None
+    # Note: a run applies A and M past its stopping test (SciPy stops before them); for
+    # a callable operator one iteration per read keeps that to one product per solve.
+    callable_op = Aop.kind is None or (Mop is not None and Mop.kind is None)
+    hist = []
+    for _ in range(maxiter + 1):  # (every run advances, so maxiter runs at most finish)
+        if steps_per_read is not None:
+            k = steps_per_read
+        elif callable_op:
+            k = 1
         else:
-            z = _fused_operand(xp, psolve(r), r, "M")._data
-            steps.rho_from(z)
-            steps.direction(iteration == 0, z)
-        steps.update(_fused_operand(xp, matvec(p), r)._data)
-    _, ok, pq = steps.read()  # sync
-    if not ok:
-        return _finish(report, x, -30 if pq <= 0 else -20, maxiter - 1, hist)
-    return _finish(report, x, maxiter, maxiter, hist)
+            k = _steps_per_read(hist, atol)
+        out = solve.run(k)  # sync: one read per run
+        hist.extend(out.residual_norms)
+        if out.status != CGStatus.RUNNING:
+            break
+    else:
+        raise RuntimeError(f"cg: the device's fused solve ({launcher!r}) still reports "
+                           f"RUNNING after {maxiter + 1} runs for maxiter={maxiter}; a "
+                           "cg_fused run must advance at least one iteration")
+    info = maxiter if out.status == CGStatus.MAXITER else int(out.status)
+    return _finish(report, x, info, out.iterations, hist)
 
 
 def _fast_matvec(op):
@@ -329,7 +390,8 @@ def _make_system(func, A, M, x0, b, *, need_rmatvec=False):
         xp = T
         b = T.asarray(b)
     dev = b.device
-    variant = {kind: matvec_variant(func, kind) for kind in KINDS}
+    backend = dev.backend.name if xp is T else None
+    variant = {kind: matvec_variant(func, kind, backend) for kind in KINDS}
     op = _as_operator(A, device=dev if xp is T else None, variant=variant, func=func,
                       xp=xp)
     if op.shape[0] != op.shape[1]:
@@ -412,9 +474,9 @@ def _cast_operator(op, xtype, variant, xp, func, name):
     return op
 
 
-def _b_norm(func, xp, b):
+def _b_norm(func, xp, b, vecdot):
     """||b||, refusing a b with NaN/inf entries or whose norm overflows (ValueError)."""
-    bnrm2 = float(_norm(xp, b))  # sync
+    bnrm2 = float(_norm(xp, b, vecdot))  # sync
     if not math.isfinite(bnrm2):
         _check_finite(xp, b, func, "b")
         raise ValueError(f"{func}: ||b|| overflows in {b.dtype}; rescale the system. "
@@ -422,9 +484,9 @@ def _b_norm(func, xp, b):
     return bnrm2
 
 
-def _start(func, xp, b, x, nonzero, matvec, rtol, atol, maxiter):
+def _start(func, xp, b, x, nonzero, matvec, rtol, atol, maxiter, vecdot):
     """Common opening: ``(bnrm2, atol, maxiter, r)``."""
-    bnrm2 = _b_norm(func, xp, b)
+    bnrm2 = _b_norm(func, xp, b, vecdot)
     atol = _get_atol(func, bnrm2, atol, rtol)
     n = b.shape[0]
     if maxiter is None:
@@ -438,7 +500,7 @@ def _start(func, xp, b, x, nonzero, matvec, rtol, atol, maxiter):
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-       report=False):
+       report=False, products="device"):
     """Solve ``A x = b`` with the Conjugate Gradient method (A Hermitian positive definite).
 
     Same signature, recurrence, stopping test and ``info`` as ``scipy.sparse.linalg.cg``
@@ -448,29 +510,66 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     explicitly to ``b``'s device), or, with ``b`` from another Array API library, that
     library's arrays; ``M`` may also be a callable.
 
-    Returns ``(x, info)``; with ``report=True`` (tessera) ``(x, info, SolveReport)``.
+    Returns ``(x, info)``; with ``report=True`` ``(x, info, SolveReport)``.
     Info codes: see :mod:`tessera_array.sparse.linalg` (``-30``: ``p^H A p <= 0``, A
-    or M not positive definite). Synchronizes once per iteration (the residual norm,
-    read with the previous step's curvature). Real, without a callback, on a device with
-    fused CG steps: those (see the module docstring).
+    or M not positive definite).
+
+    Other Parameters
+    ----------------
+    report : bool
+        (tessera) Return ``(x, info, SolveReport)``.
+    products : {"device", "blas"}
+        (tessera) Where the dot products sum: ``"device"`` (default) on ``b``'s device,
+        in its order; ``"blas"`` in the host BLAS's order, so that the iterates of a real
+        CSR system equal SciPy's bit for bit on any device, at a host round trip per
+        product on an accelerator, and without fused steps (see
+        :mod:`tessera_array.sparse.linalg`).
+
+    Notes
+    -----
+    Synchronizes once per iteration (the residual norm, read with the previous step's
+    curvature), except on a device with fused CG steps (real, one right-hand side, no
+    callback, ``products="device"``): there the device runs up to k iterations per host
+    read, stopping test included, and applies A and M in the iterations of a run that
+    follow its stopping test (their results unused): up to k products past SciPy's
+    count, one where A or M is a callable or a LinearOperator (k is 1 there).
     """
+    return _cg(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+               report=report, products=products)
+
+
+def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+        report=False, products="device", fused=True, steps_per_read=None):
+    """cg's core: :func:`cg`'s arguments, and two seams for tests and benchmarks.
+
+    ``fused=False`` runs the generic loop where the device has fused CG steps (the
+    reference they are tested against); ``steps_per_read=k`` makes every run of a fused
+    solve ``k`` iterations long instead of :func:`_steps_per_read`'s choice.
+    """
+    _check_products("cg", products)
     if getattr(b, "ndim", 1) == 2 and b.shape[1] != 1:
-        return _cg_batched(A, b, x0, rtol, atol, maxiter, M, callback, report)
+        return _cg_batched(A, b, x0, rtol, atol, maxiter, M, callback, report, products)
     A, M, x, b, xp, nonzero = _make_system("cg", A, M, x0, b)
     matvec = _fast_matvec(A)
     psolve = None if M is None else M.matvec
-    bnrm2, atol, maxiter, r = _start("cg", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
+    vecdot = _products(xp, b, products)[0]
+    bnrm2, atol, maxiter, r = _start("cg", xp, b, x, nonzero, matvec, rtol, atol, maxiter,
+                                     vecdot)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
     if r is b:
         r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
     cplx = xp.isdtype(b.dtype, "complex floating")
-    fused = None if cplx or callback is not None else _fused_cg_for(xp, r)
-    if fused is not None:  # (x is _make_system's own array: updated in place)
+    launcher = None
+    if fused and not cplx and callback is None and products == "device":
+        launcher = _fused_cg_for(xp, r)
+    if launcher is not None:  # (x is _make_system's own array: updated in place)
         if r.dtype != b.dtype:  # (a user operator's result of another dtype)
             r = xp.astype(r, b.dtype)
-        return _cg_fused(xp, fused, matvec, psolve, x, r, atol, maxiter, report)
-    vecdot = _products(xp, b)[0]
+        done = _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
+                         steps_per_read)
+        if done is not None:
+            return done
     axpy = _axpy_for(xp, r)
     aypx = _aypx_for(xp, r)
     hist = []
@@ -546,12 +645,14 @@ def _cdiv(a, b):
     return complex((ar * rat + ai) * scl, (ai * rat - ar) * scl)
 
 
-def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report):
+def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
     """cg for ``B`` of shape (n, k): k independent systems, each with its own stopping test.
 
     Every column follows exactly the single right-hand-side recurrence (a converged,
     failed or indefinite column is frozen: its step length becomes 0). The products
-    are ``A @ P`` for the (n, k) block (one spmv/matmul per iteration for all columns).
+    are ``A @ P`` for the (n, k) block (one spmv/matmul per iteration for all columns);
+    the dot products the namespace's ``vecdot`` over the columns (``products="device"``)
+    or, ``"blas"``, the host BLAS's ``vecdot`` of each column (:func:`_products`).
     Returns ``(X, infos)`` with ``infos`` a tuple of k ints; with ``report=True`` a
     third item, a tuple of k SolveReports. Synchronizes once per iteration (the k
     residual norms and curvatures).
@@ -580,12 +681,20 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report):
     matmat = A.matmat
     psolve = None if M is None else M.matmat
     cplx = xp.isdtype(dt, "complex floating")
+    if products == "blas":
+        vecdot = _products(xp, b0, products)[0]
+
+        def coldot(U, V):
+            return xp.stack([vecdot(U[:, j], V[:, j]) for j in range(k)])
+    else:
+        def coldot(U, V):
+            return xp.vecdot(U, V, axis=0)
 
     def colnorms(V):
         if cplx:
             re, im = xp.real(V), xp.imag(V)
-            return xp.sqrt(xp.vecdot(re, re, axis=0) + xp.vecdot(im, im, axis=0))
-        return xp.sqrt(xp.vecdot(V, V, axis=0))
+            return xp.sqrt(coldot(re, re) + coldot(im, im))
+        return xp.sqrt(coldot(V, V))
 
     bn = [float(v) for v in colnorms(B)]  # sync
     tols = [_get_atol("cg", v, atol, rtol) for v in bn]
@@ -610,13 +719,13 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report):
         if all(i is not None for i in infos):
             break
         Z = R if psolve is None else psolve(R)
-        rho = xp.vecdot(R, Z, axis=0)
+        rho = coldot(R, Z)
         if iteration > 0:
             P = P * (rho / rho_prev) + Z
         else:
             P = Z
         Q = matmat(P)
-        pq = xp.vecdot(P, Q, axis=0)
+        pq = coldot(P, Q)
         pqh = [float(v) for v in xp.real(pq)]  # sync
         for j in range(k):
             if infos[j] is None and not pqh[j] > 0:
@@ -669,7 +778,7 @@ def _lartg(f, g):
 
 
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=None,
-          callback=None, callback_type=None, report=False):
+          callback=None, callback_type=None, report=False, products="device"):
     """Solve ``A x = b`` with restarted GMRES (left preconditioning).
 
     Same signature, iteration, inner tolerance control and ``info`` as
@@ -683,6 +792,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     Returns ``(x, info)``; with ``report=True`` ``(x, info, SolveReport)``. The
     Arnoldi basis lives on the device; each Hessenberg entry is read back (``# sync``)
     and the small least-squares problem is solved on the host with Givens rotations.
+    ``products`` (tessera): where the dot products sum, ``"device"`` (default) or
+    ``"blas"`` (the host BLAS's order: SciPy's iterates; see the module docstring).
     """
     if callback is not None and callback_type is None:
         warnings.warn(
@@ -696,11 +807,13 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
                          f"callback_type={callback_type!r}")
     if callback is None:
         callback_type = None
+    _check_products("gmres", products)
     A, M, x, b, xp, nonzero = _make_system("gmres", A, M, x0, b)
     matvec = _fast_matvec(A)
     psolve = (lambda v: v) if M is None else M.matvec
     n = b.shape[0]
-    bnrm2 = _b_norm("gmres", xp, b)
+    vecdot, vecmat = _products(xp, b, products)
+    bnrm2 = _b_norm("gmres", xp, b, vecdot)
     atol = _get_atol("gmres", bnrm2, atol, rtol)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
@@ -716,7 +829,6 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         raise ValueError(f"gmres: restart must be >= 1 and maxiter >= 0. Received: "
                          f"restart={restart}, maxiter={maxiter!r}")
     maxiter = int(maxiter)
-    vecdot, vecmat = _products(xp, b)
     Mb_nrm2 = float(_norm(xp, psolve(b), vecdot))  # sync
     ptol_max_factor = 1.0
     ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
@@ -835,20 +947,23 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
 
 
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-             report=False):
+             report=False, products="device"):
     """Solve ``A x = b`` with BiCGSTAB; SciPy's signature, recurrence and ``info``.
 
     ``-10``: ``rho`` breakdown; ``-11``: ``omega`` breakdown or ``rtilde^H v = 0``.
     Synchronizes twice per iteration (two residual norms) plus the breakdown tests.
+    ``products`` (tessera): where the dot products sum, ``"device"`` (default) or
+    ``"blas"`` (the host BLAS's order: SciPy's iterates; see the module docstring).
     """
+    _check_products("bicgstab", products)
     A, M, x, b, xp, nonzero = _make_system("bicgstab", A, M, x0, b)
     matvec = _fast_matvec(A)
     psolve = (lambda v: v) if M is None else M.matvec
+    vecdot = _products(xp, b, products)[0]
     bnrm2, atol, maxiter, r = _start("bicgstab", xp, b, x, nonzero, matvec, rtol, atol,
-                                     maxiter)
+                                     maxiter, vecdot)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
-    vecdot = _products(xp, b)[0]
     rhotol = float(xp.finfo(b.dtype).eps) ** 2
     omegatol = rhotol
     rtilde = r
@@ -895,16 +1010,21 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
 
 
 def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-        report=False):
+        report=False, products="device"):
     """Solve ``A x = b`` with Conjugate Gradient Squared; SciPy's signature, recurrence
-    (the true residual ``b - A x`` each iteration) and ``info`` (``-10``, ``-11``)."""
+    (the true residual ``b - A x`` each iteration) and ``info`` (``-10``, ``-11``).
+    ``products`` (tessera): where the dot products sum, ``"device"`` (default) or
+    ``"blas"`` (the host BLAS's order: SciPy's iterates; see the module docstring).
+    """
+    _check_products("cgs", products)
     A, M, x, b, xp, nonzero = _make_system("cgs", A, M, x0, b)
     matvec = _fast_matvec(A)
     psolve = (lambda v: v) if M is None else M.matvec
-    bnrm2, atol, maxiter, r = _start("cgs", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
+    vecdot = _products(xp, b, products)[0]
+    bnrm2, atol, maxiter, r = _start("cgs", xp, b, x, nonzero, matvec, rtol, atol,
+                                     maxiter, vecdot)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
-    vecdot = _products(xp, b)[0]
     rhotol = float(xp.finfo(b.dtype).eps) ** 2
     rtilde = r
     rho_prev = p = u = q = None
@@ -940,18 +1060,23 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
 
 
 def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-         report=False):
+         report=False, products="device"):
     """Solve ``A x = b`` with BiConjugate Gradient; SciPy's signature, recurrence and
-    ``info`` (``-10``, ``-11``). Needs ``A.rmatvec`` (and ``M.rmatvec``)."""
+    ``info`` (``-10``, ``-11``). Needs ``A.rmatvec`` (and ``M.rmatvec``).
+    ``products`` (tessera): where the dot products sum, ``"device"`` (default) or
+    ``"blas"`` (the host BLAS's order: SciPy's iterates; see the module docstring).
+    """
+    _check_products("bicg", products)
     A, M, x, b, xp, nonzero = _make_system("bicg", A, M, x0, b, need_rmatvec=True)
     matvec = _fast_matvec(A)
     rmatvec = A.rmatvec
     psolve = (lambda v: v) if M is None else M.matvec
     rpsolve = (lambda v: v) if M is None else M.rmatvec
-    bnrm2, atol, maxiter, r = _start("bicg", xp, b, x, nonzero, matvec, rtol, atol, maxiter)
+    vecdot = _products(xp, b, products)[0]
+    bnrm2, atol, maxiter, r = _start("bicg", xp, b, x, nonzero, matvec, rtol, atol,
+                                     maxiter, vecdot)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
-    vecdot = _products(xp, b)[0]
     rhotol = float(xp.finfo(b.dtype).eps) ** 2
     rtilde = r
     rho_prev = p = ptilde = None
@@ -988,7 +1113,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
 
 
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
-           show=False, check=False, report=False):
+           show=False, check=False, report=False, products="device"):
     """Solve ``(A - shift*I) x = b`` with MINRES (A real symmetric, possibly indefinite).
 
     SciPy's signature, Lanczos recurrence and stopping tests (``||r|| / (||A|| ||x||)
@@ -998,7 +1123,10 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     errors); ``check=True`` adds SciPy's up-front symmetry tests. ``show`` is accepted
     and prints nothing. Complex input raises TypeError: SciPy's minres uses
     unconjugated inner products and fails on it too.
+    ``products`` (tessera): where the dot products sum, ``"device"`` (default) or
+    ``"blas"`` (the host BLAS's order: SciPy's iterates; see the module docstring).
     """
+    _check_products("minres", products)
     A, M, x, b, xp, _ = _make_system("minres", A, M, x0, b)
     if xp.isdtype(b.dtype, "complex floating"):
         raise TypeError("minres: A and b must be real (A symmetric); complex input is not "
@@ -1009,10 +1137,10 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     if maxiter is None:
         maxiter = 5 * n
     maxiter = int(maxiter)
-    vecdot = _products(xp, b)[0]
+    vecdot = _products(xp, b, products)[0]
     eps = float(xp.finfo(b.dtype).eps)
     hist = []
-    bnorm = _b_norm("minres", xp, b)
+    bnorm = _b_norm("minres", xp, b, vecdot)
     r1 = b if x0 is None else b - matvec(x)
     y = psolve(r1)
     beta1 = float(vecdot(r1, y))  # sync
