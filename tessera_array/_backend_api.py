@@ -298,9 +298,10 @@ KERNELS = MappingProxyType({
                          "variant 'blas': in the host BLAS's order"),
     "vecmat": KernelSpec("(x, a, /)", "native", (), "conj(x) @ a (1-D result); variant "
                          "'blas': in the host BLAS's order"),
-    "cg_fused": KernelSpec("(x, r, p, /, preconditioned=False)", "object", ("x", "r", "p"),
-                           "the device state of one CG solve over 1-D x, r, p (see the "
-                           "backend's cg_fused docstring and tessera_array.sparse.linalg)"),
+    "cg_fused": KernelSpec("(x, r, p, A, M, atol, maxiter, /)", "object", ("x", "r", "p"),
+                           "one CG solve run on the device: a solve whose run(k) advances "
+                           "up to k iterations and reports, or None to decline (the "
+                           "contract: tessera_array/sparse/linalg/_fused.py)"),
     # fft family
     "fft_c2c": KernelSpec("(a, s, axes, norm, forward, /)", "native", (),
                           "complex transform over axes, lengths s"),
