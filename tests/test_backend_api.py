@@ -19,7 +19,9 @@ FRONT_END = pathlib.Path(api.__file__).parent
 
 
 def _front_end_sources():
-    return {p: p.read_text() for p in sorted(FRONT_END.rglob("*.py"))}
+    # Installed, tessera_array/ also holds backends/ and kernels/: not the front end.
+    return {p: p.read_text() for p in sorted(FRONT_END.rglob("*.py"))
+            if p.relative_to(FRONT_END).parts[0] not in ("backends", "kernels")}
 
 
 # ---- the contract is the front end's -----------------------------------------------------
