@@ -191,17 +191,7 @@ def make_fallbacks(native_names) -> dict:
 
 
 def _host_chapters(host_ops):
-    from tessera_array.backends.numpy import (
-        _ops_core,
-        _ops_creation,
-        _ops_elementwise,
-        _ops_linalg,
-        _ops_manipulation,
-        _ops_reductions,
-    )
-
-    return (_ops_core, _ops_creation, _ops_elementwise, _ops_linalg, _ops_manipulation,
-            _ops_reductions)
+    return (host_ops,)
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
