@@ -35,7 +35,8 @@ class CoreFunctions:
 
     def copy_into(self, dst, src, /):
         """Write ``src`` (a buffer or a Python scalar, broadcast) into ``dst`` in place."""
-        if (src.__class__ is float or src.__class__ is complex) and not self.stores_negative_zero:
+        if (src.__class__ is float or src.__class__ is complex) and src == 0 and (
+                not self.stores_negative_zero):
             src = self.exact_scalar(src, dst.dtype)
         self.m.copyto(dst, src, casting="unsafe")
 

@@ -30,20 +30,17 @@ class CreationFunctions:
 
     def full(self, shape, fill_value, /, *, dtype, device=None):
         """``fill_value`` is a Python scalar the front end checked against ``dtype``."""
-        return self.filled(shape, fill_value, dtype._np)
-
-    def filled(self, shape, value, npdt):
-        """A new buffer of the module dtype ``npdt`` holding the Python scalar ``value``."""
+        npdt = dtype._np
         out = self.m.empty(shape, dtype=npdt)
-        if value.__class__ is float or value.__class__ is complex:
-            if not self.stores_negative_zero:
-                value = self.exact_scalar(value, npdt)
+        if fill_value.__class__ is float or fill_value.__class__ is complex:
+            if fill_value == 0 and not self.stores_negative_zero:
+                fill_value = self.exact_scalar(fill_value, npdt)
             if npdt.char in "fF":
                 # A float too large for float32 rounds to inf, as IEEE 754 says; no warning.
                 with self.quiet():
-                    out.fill(value)
+                    out.fill(fill_value)
                 return out
-        out.fill(value)
+        out.fill(fill_value)
         return out
 
     def arange(self, start, stop, step, /, *, dtype, device=None):

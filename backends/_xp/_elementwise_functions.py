@@ -60,11 +60,11 @@ class ElementwiseFunctions:
 
     def real(self, a, /):
         """The real part, as a new array (NumPy returns a view, or ``a`` itself)."""
-        return self.m.array(self.m.real(a), copy=True)
+        return self.m.array(a.real, copy=True)
 
     def imag(self, a, /):
         """The imaginary part, as a new writeable array."""
-        return self.m.array(self.m.imag(a), copy=True)
+        return self.m.array(a.imag, copy=True)
 
     def round(self, a, decimals=0, /):
         """Round half to even (NumPy's rule, the standard's too)."""
@@ -96,7 +96,7 @@ class ElementwiseFunctions:
         r = m.floor_divide(a, b)
         if r.dtype.kind != "f":
             return r
-        return self.patch(r, m.isinf(a) | m.isinf(b), self._floor_of_quotient, a, b)
+        return self.patch(r, (m.isinf(a), m.isinf(b)), self._floor_of_quotient, a, b)
 
     def _floor_of_quotient(self, a, b):
         return self.m.floor(self.m.divide(a, b))
@@ -118,7 +118,7 @@ class ElementwiseFunctions:
 
     def _expm1_specials(self, z):
         m = self.m
-        x, y = m.real(z), m.imag(z)
+        x, y = z.real, z.imag
         e = m.exp(x)
         re = e * m.cos(y) - 1
         im = m.where(y == 0, y, e * m.sin(y))
@@ -142,15 +142,15 @@ class ElementwiseFunctions:
         r = m.tanh(a)
         if a.dtype.kind != "c":
             return r
-        x = m.real(a)
+        x = a.real
         mask = m.isinf(x)
         if not self.complex_specials_ok:
-            mask |= (x == 0) & ~m.isfinite(m.imag(a))
+            mask |= (x == 0) & ~m.isfinite(a.imag)
         return self.patch(r, mask, self._tanh_specials, a)
 
     def _tanh_specials(self, z):
         m = self.m
-        x, y = m.real(z), m.imag(z)
+        x, y = z.real, z.imag
         inf_x = m.isinf(x)
         re = m.where(inf_x, m.sign(x), x)
         im = m.where(inf_x, m.copysign(0.0, y), math.nan)
@@ -180,20 +180,20 @@ class ElementwiseFunctions:
         return m.where(a == 0, m.copysign(0.0, b), m.where(same, a, b))
 
     def acosh_specials(self, a, /):
-        """``acosh`` with ``acosh(+0 + nan j) = nan + pi/2 j`` (the standard's case the
-        module misses). Bound when ``complex_specials_ok`` is False."""
+        """``acosh`` with ``acosh(+-0 + nan j) = nan + pi/2 j`` (the standard's case for
+        +0, and C99's for both zeros, which the module misses). Bound when
+        ``complex_specials_ok`` is False."""
         m = self.m
         r = m.arccosh(a)
         if a.dtype.kind != "c":
             return r
-        x = m.real(a)
-        mask = (x == 0) & ~m.signbit(x) & m.isnan(m.imag(a))
+        mask = (a.real == 0) & m.isnan(a.imag)
         return self.patch(r, mask, self._nan_plus_half_pi_j, a)
 
     def _nan_plus_half_pi_j(self, z):
         m = self.m
-        return self._complex(m.full(z.shape, math.nan, dtype=m.real(z).dtype),
-                             m.full(z.shape, math.pi / 2, dtype=m.real(z).dtype), z.dtype)
+        return self._complex(m.full(z.shape, math.nan, dtype=z.real.dtype),
+                             m.full(z.shape, math.pi / 2, dtype=z.real.dtype), z.dtype)
 
     def log_specials(self, a, /):
         """``log`` with ``log(nan +- inf j) = +inf + nan j`` (the standard's case the
@@ -202,13 +202,13 @@ class ElementwiseFunctions:
         r = m.log(a)
         if a.dtype.kind != "c":
             return r
-        mask = m.isnan(m.real(a)) & m.isinf(m.imag(a))
+        mask = m.isnan(a.real) & m.isinf(a.imag)
         return self.patch(r, mask, self._inf_plus_nan_j, a)
 
     def _inf_plus_nan_j(self, z):
         m = self.m
-        return self._complex(m.full(z.shape, math.inf, dtype=m.real(z).dtype),
-                             m.full(z.shape, math.nan, dtype=m.real(z).dtype), z.dtype)
+        return self._complex(m.full(z.shape, math.inf, dtype=z.real.dtype),
+                             m.full(z.shape, math.nan, dtype=z.real.dtype), z.dtype)
 
     def nextafter_equal(self, a, b, /):
         """``nextafter`` with ``x2`` returned where ``x1 == x2`` (``nextafter(+0, -0)``

@@ -173,11 +173,12 @@ class LinalgFunctions:
         real result."""
         m = self.m
         rdt = REAL_OF[a.dtype]
+        total = self.sum
         with self.quiet():
             if ord == 2:
                 r = self._two_norm(a, axis, keepdims)
             elif ord == 1:
-                r = m.sum(m.abs(a), axis=axis, keepdims=keepdims)
+                r = total(m.abs(a), axis=axis, keepdims=keepdims)
             elif ord == math.inf:
                 r = self._max_or(m.abs(a), axis, keepdims, 0)
             elif ord == -math.inf:
@@ -189,13 +190,13 @@ class LinalgFunctions:
                 absa = m.abs(a)
                 big = self._max_or(absa, axis, True, 0)
                 scale = m.where((big > 0) & m.isfinite(big), big, 1).astype(rdt, copy=False)
-                r = m.sum((absa / scale) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+                r = total((absa / scale) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
                 if not keepdims:
                     scale = scale.reshape(r.shape)
                     big = big.reshape(r.shape)
                 r = m.where(m.isfinite(big), r * scale, big)
             else:
-                r = m.sum(m.abs(a) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+                r = total(m.abs(a) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
         return m.asarray(r).astype(rdt, copy=False)
 
     def matrix_norm(self, a, keepdims=False, ord="fro", /):
@@ -209,21 +210,22 @@ class LinalgFunctions:
         rows, cols = a.shape[-2:]
         if rows == 0 or cols == 0:
             return m.zeros(a.shape[:-2] + ((1, 1) if keepdims else ()), dtype=rdt)
+        rows_axis, cols_axis = (a.ndim - 2,), (a.ndim - 1,)
         with self.quiet():
             if ord == "fro":
-                r = self._two_norm(a, (a.ndim - 2, a.ndim - 1), False)
+                r = self._two_norm(a, rows_axis + cols_axis, False)
             elif ord == "nuc":
-                r = m.sum(self.svdvals(a), axis=-1)
+                r = self.sum(self.svdvals(a), axis=rows_axis)
             elif ord == 2:
                 r = self.svdvals(a)[..., 0]
             elif ord == -2:
                 r = self.svdvals(a)[..., -1]
             elif ord == 1 or ord == -1:
-                col = m.sum(m.abs(a), axis=-2)
-                r = m.max(col, axis=-1) if ord == 1 else m.min(col, axis=-1)
+                col = self.sum(m.abs(a), axis=rows_axis)  # column sums: one per column
+                r = self.max(col, axis=rows_axis) if ord == 1 else self.min(col, axis=rows_axis)
             else:  # +-inf
-                row = m.sum(m.abs(a), axis=-1)
-                r = m.max(row, axis=-1) if ord > 0 else m.min(row, axis=-1)
+                row = self.sum(m.abs(a), axis=cols_axis)
+                r = self.max(row, axis=rows_axis) if ord > 0 else self.min(row, axis=rows_axis)
         r = m.asarray(r).astype(rdt, copy=False)
         if keepdims:
             r = r.reshape(r.shape + (1, 1))
@@ -237,14 +239,14 @@ class LinalgFunctions:
         would be a sync.
         """
         m = self.m
-        r = m.sqrt(m.sum(_abs2(m, a), axis=axis, keepdims=keepdims))
-        if self.host_reads_cheap and m.all(m.isfinite(r)):  # sync: on the host, free
+        r = m.sqrt(self.sum(_abs2(a), axis=axis, keepdims=keepdims))
+        if self.host_reads_cheap and m.isfinite(r).all():  # sync: on the host, free
             return r
         bad = ~m.isfinite(r)
         absa = m.abs(a)
         big = self._max_or(absa, axis, True, 0)
         scale = m.where((big > 0) & m.isfinite(big), big, 1).astype(absa.dtype, copy=False)
-        scaled = m.sqrt(m.sum(_abs2(m, absa / scale), axis=axis, keepdims=keepdims))
+        scaled = m.sqrt(self.sum(_abs2(absa / scale), axis=axis, keepdims=keepdims))
         if not keepdims:
             scale = scale.reshape(scaled.shape)
         return m.where(bad & m.isfinite(big.reshape(r.shape)), scaled * scale, r)
@@ -269,9 +271,9 @@ def _default_rtol(a, rtol):
     return rtol
 
 
-def _abs2(m, a):
+def _abs2(a):
     if a.dtype.kind == "c":
-        re, im = m.real(a), m.imag(a)
+        re, im = a.real, a.imag
         return re * re + im * im
     return a * a
 

@@ -112,13 +112,17 @@ class Namespace(
     linalg_library = "LAPACK"
 
     def __init__(self, m):
+        cls = type(self)
+        # The traits as instance attributes: some are read in op bodies, where reading
+        # an instance attribute is the cheaper lookup.
+        for name in _TRAITS:
+            setattr(self, name, getattr(cls, name))
         self.m = m
         self.ndarray = m.ndarray
         self.linalg_error = m.linalg.LinAlgError
         self._inplace_ufuncs = {
             "add": m.add, "subtract": m.subtract, "multiply": m.multiply, "divide": m.divide,
         }
-        cls = type(self)
         for name, attr in MODULE_FUNCTIONS.items():
             if not hasattr(cls, name):
                 setattr(self, name, getattr(m, attr))
@@ -150,17 +154,26 @@ class Namespace(
     def patch(self, r, mask, fix, *args):
         """``r`` with ``fix(*args)`` at the positions where ``mask`` is True.
 
-        ``args`` are the op's operands (buffers broadcasting to ``r``'s shape, or
-        Python scalars); ``fix`` computes elementwise. Mask-compact where
-        ``host_reads_cheap`` (``fix`` sees only the masked elements, and nothing is
-        computed when the mask is empty), else where-based (``fix`` sees every
-        element; no host read).
+        ``mask`` is a boolean buffer, or a tuple of them meaning their union; ``args``
+        are the op's operands (buffers broadcasting to ``r``'s shape, or Python
+        scalars); ``fix`` computes elementwise. Mask-compact where ``host_reads_cheap``
+        (``fix`` sees only the masked elements, and nothing is computed when the mask
+        is empty), else where-based (``fix`` sees every element; no host read).
         """
         m = self.m
+        if mask.__class__ is tuple:
+            union = None
+            for part in mask:
+                if self.host_reads_cheap and not m.count_nonzero(part):  # sync: host, free
+                    continue
+                union = part if union is None else union | part
+            if union is None:
+                return r
+            mask = union
+        elif self.host_reads_cheap and not m.count_nonzero(mask):  # sync: on the host, free
+            return r
         if not self.host_reads_cheap:
             return m.asarray(m.where(mask, fix(*args), r)).astype(r.dtype, copy=False)
-        if not m.count_nonzero(mask):  # sync: on the host, free
-            return r
         r = m.array(r, copy=True)  # writeable, and a buffer where the module gave a scalar
         shape = r.shape
         mask = m.broadcast_to(mask, shape)
@@ -189,6 +202,13 @@ class Namespace(
                 f"linalg.{func}: {what} ({self.linalg_library}: {err}). "
                 f"Received: {_received(args)}"
             ) from err
+
+
+_TRAITS = (
+    "host_reads_cheap", "index_arrays_checked", "scatter_last_wins", "stores_negative_zero",
+    "remainder_by_inf_ok", "complex_specials_ok", "nextafter_equal_ok", "cholesky_has_upper",
+    "linalg_library",
+)
 
 
 def _pick(m, x, shape, mask):

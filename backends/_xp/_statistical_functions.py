@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from tessera_array._dtypes import FROM_NUMPY
+
 __all__ = ["StatisticalFunctions"]
 
 
@@ -62,8 +64,8 @@ class StatisticalFunctions:
             m.true_divide(mu, n, out=mu)
             d = m.asarray(m.subtract(a, mu))
             if d.dtype.kind == "c":
-                re = m.real(d)
-                im = m.imag(d)
+                re = d.real
+                im = d.imag
                 sq = m.asarray(m.multiply(re, re))
                 sq += m.multiply(im, im)
             else:
@@ -83,22 +85,26 @@ class StatisticalFunctions:
 
     def cumulative_sum(self, a, /, *, axis=0, dtype=None, include_initial=False):
         """Cumulative sum along the int ``axis``; a 0-d ``a`` counts as one element."""
-        return self._cumulative(self.m.cumsum, 0, a, axis, dtype, include_initial)
+        if a.ndim == 0:
+            a = a.reshape(1)
+        return self._cumulative(a.cumsum, 0, axis, dtype, include_initial)
 
     def cumulative_prod(self, a, /, *, axis=0, dtype=None, include_initial=False):
         """Cumulative product along the int ``axis``; a 0-d ``a`` counts as one element."""
-        return self._cumulative(self.m.cumprod, 1, a, axis, dtype, include_initial)
-
-    def _cumulative(self, accumulate, initial, a, axis, dtype, include_initial):
-        m = self.m
         if a.ndim == 0:
             a = a.reshape(1)
+        return self._cumulative(a.cumprod, 1, axis, dtype, include_initial)
+
+    def _cumulative(self, accumulate, initial, axis, dtype, include_initial):
+        # ``accumulate``: the buffer's own method (the module's function wraps it).
+        m = self.m
         with self.quiet():  # overflow -> inf, inf - inf -> nan, as add/multiply do
-            r = accumulate(a, axis=axis, dtype=None if dtype is None else dtype._np)
+            r = accumulate(axis=axis, dtype=None if dtype is None else dtype._np)
         if include_initial:
             shape = list(r.shape)
             shape[axis] = 1
-            r = m.concatenate((self.filled(tuple(shape), initial, r.dtype), r), axis=axis)
+            first = self.full(tuple(shape), initial, dtype=FROM_NUMPY[r.dtype])
+            r = m.concatenate((first, r), axis=axis)
         return r
 
 

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from tessera_array._dtypes import FROM_NUMPY
+
 __all__ = ["UtilityFunctions"]
 
 
@@ -35,7 +37,7 @@ class UtilityFunctions:
                 if p.__class__ is not self.ndarray:
                     shape = list(a.shape)
                     shape[axis] = 1
-                    p = self.filled(tuple(shape), p, a.dtype)
+                    p = self.full(tuple(shape), p, dtype=FROM_NUMPY[a.dtype])
                 parts.append(p)
             a = m.concatenate(parts, axis=axis)
         if n == 0:
