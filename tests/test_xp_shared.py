@@ -210,6 +210,7 @@ class _GapNamespace(Namespace):
     remainder_by_inf_ok = False
     complex_specials_ok = False
     nextafter_equal_ok = False
+    isin_takes_scalars = False
     cholesky_has_upper = False
     linalg_library = "fakesolver"
 

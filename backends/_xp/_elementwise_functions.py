@@ -4,8 +4,10 @@ The array module's own functions are bound as they are wherever they meet the
 standard (:data:`MODULE_FUNCTIONS`: ``ops.add`` is ``numpy.add`` itself on the NumPy
 backend, no Python wrapper between). The methods below patch the IEEE special cases
 where the module and the standard part ways: each computes with the module first,
-then rewrites only the special positions through the namespace's ``patch`` hook
-(mask-compact on the host, where-based on a device: no host sync). Patches every
+then rewrites the special positions: ``mask_any`` says whether the mask may hold one
+(on the host it counts; on a device it answers yes without a read, a sync) and the
+``patch`` hook rewrites them (mask-compact on the host, where-based on a device).
+Patches every
 module needs (NumPy's ``floor_divide`` with infinities, complex ``expm1`` and
 ``tanh``) are always bound; the others are bound by a trait of the namespace when
 the module misses that case (``remainder_by_inf_ok``, ``complex_specials_ok``,
@@ -96,7 +98,10 @@ class ElementwiseFunctions:
         r = m.floor_divide(a, b)
         if r.dtype.kind != "f":
             return r
-        return self.patch(r, (m.isinf(a), m.isinf(b)), self._floor_of_quotient, a, b)
+        inf_a, inf_b = m.isinf(a), m.isinf(b)
+        if not (self.mask_any(inf_a) or self.mask_any(inf_b)):
+            return r
+        return self.patch(r, inf_a | inf_b, self._floor_of_quotient, a, b)
 
     def _floor_of_quotient(self, a, b):
         return self.m.floor(self.m.divide(a, b))
@@ -114,6 +119,8 @@ class ElementwiseFunctions:
             return r
         mask = ~m.isfinite(a)
         mask |= a == 0
+        if not self.mask_any(mask):
+            return r
         return self.patch(r, mask, self._expm1_specials, a)
 
     def _expm1_specials(self, z):
@@ -146,6 +153,8 @@ class ElementwiseFunctions:
         mask = m.isinf(x)
         if not self.complex_specials_ok:
             mask |= (x == 0) & ~m.isfinite(a.imag)
+        if not self.mask_any(mask):
+            return r
         return self.patch(r, mask, self._tanh_specials, a)
 
     def _tanh_specials(self, z):
@@ -172,7 +181,10 @@ class ElementwiseFunctions:
         r = m.remainder(a, b)
         if r.dtype.kind != "f":
             return r
-        return self.patch(r, m.isfinite(a) & m.isinf(b), self._remainder_by_inf_values, a, b)
+        mask = m.isfinite(a) & m.isinf(b)
+        if not self.mask_any(mask):
+            return r
+        return self.patch(r, mask, self._remainder_by_inf_values, a, b)
 
     def _remainder_by_inf_values(self, a, b):
         m = self.m
@@ -188,6 +200,8 @@ class ElementwiseFunctions:
         if a.dtype.kind != "c":
             return r
         mask = (a.real == 0) & m.isnan(a.imag)
+        if not self.mask_any(mask):
+            return r
         return self.patch(r, mask, self._nan_plus_half_pi_j, a)
 
     def _nan_plus_half_pi_j(self, z):
@@ -203,6 +217,8 @@ class ElementwiseFunctions:
         if a.dtype.kind != "c":
             return r
         mask = m.isnan(a.real) & m.isinf(a.imag)
+        if not self.mask_any(mask):
+            return r
         return self.patch(r, mask, self._inf_plus_nan_j, a)
 
     def _inf_plus_nan_j(self, z):
@@ -214,7 +230,11 @@ class ElementwiseFunctions:
         """``nextafter`` with ``x2`` returned where ``x1 == x2`` (``nextafter(+0, -0)``
         is ``-0``). Bound when ``nextafter_equal_ok`` is False."""
         m = self.m
-        return self.patch(m.nextafter(a, b), a == b, self._second, a, b)
+        r = m.nextafter(a, b)
+        mask = a == b
+        if not self.mask_any(mask):
+            return r
+        return self.patch(r, mask, self._second, a, b)
 
     @staticmethod
     def _second(a, b):

@@ -47,10 +47,10 @@ class Namespace(
     Traits (class attributes), read when the namespace is built unless noted:
 
     ``host_reads_cheap`` (False)
-        True where reading a buffer's value on the host costs nothing (NumPy). Patches
-        then count their mask and rewrite only the patched positions (mask-compact);
-        False (a device, CuPy): where-based patches that never read the mask, as a
-        read would be a sync. Read at each patch.
+        True where reading a buffer's value on the host costs nothing (NumPy): a patch
+        counts its mask (``mask_any``), is skipped when it is empty, and rewrites only
+        the masked positions (mask-compact). False (a device, CuPy): ``mask_any``
+        answers yes without a read (a read is a sync) and patches are where-based.
     ``index_arrays_checked`` (True)
         The module raises IndexError for an out-of-bounds index array. CuPy: False (it
         wraps silently); ``getitem``/``setitem``/``take``/``take_along_axis`` then call
@@ -67,6 +67,9 @@ class Namespace(
         The module gets ``remainder(5, inf) = 5``; complex ``tanh(+0+inf j)``,
         ``acosh(+0+nan j)``, ``log(nan+inf j)``; ``nextafter(+0, -0) = -0``. CuPy:
         False for all three; the shared patches are bound instead.
+    ``isin_takes_scalars`` (True)
+        ``m.isin`` takes a Python scalar on either side. CuPy: False (the scalar is
+        made a 0-d buffer of the other operand's dtype first).
     ``cholesky_has_upper`` (True)
         ``m.linalg.cholesky`` takes ``upper=``. CuPy: False (``U = L^H`` is used).
     ``linalg_library`` ("LAPACK")
@@ -74,8 +77,8 @@ class Namespace(
 
     Hooks (methods to override):
 
-    :meth:`quiet`
-        A context in which the module reports no floating-point flags. NumPy:
+    ``quiet`` (a class attribute: a callable, not bound)
+        Returns a context in which the module reports no floating-point flags. NumPy:
         ``errstate(all="ignore")``; CuPy reports none (the default, a null context).
     :meth:`patch`
         Rewrites the special positions of a result; follows ``host_reads_cheap``.
@@ -95,7 +98,7 @@ class Namespace(
         BLAS dot and ``numpy.vecdot``.
 
     Written in what both modules have, so nothing to override: ``count_nonzero``
-    (no ``keepdims``), ``isin`` (no scalars), ``unstack``, ``vector_norm``,
+    (no ``keepdims``), ``unstack``, ``vector_norm``,
     ``matrix_norm``, ``svdvals``, ``cumulative_sum``/``cumulative_prod``. Not here:
     the FFT is a kernel family (``fft_c2c``...), whose launcher handles CuPy's
     ``s`` with non-ascending ``axes`` (cupy#8248).
@@ -108,8 +111,10 @@ class Namespace(
     remainder_by_inf_ok = True
     complex_specials_ok = True
     nextafter_equal_ok = True
+    isin_takes_scalars = True
     cholesky_has_upper = True
     linalg_library = "LAPACK"
+    quiet = contextlib.nullcontext
 
     def __init__(self, m):
         cls = type(self)
@@ -119,6 +124,9 @@ class Namespace(
             setattr(self, name, getattr(cls, name))
         self.m = m
         self.ndarray = m.ndarray
+        # Whether a patch's mask may hold a True: on the host, count it (free); on a
+        # device, yes without reading it (a read is a sync), and the patch runs.
+        self.mask_any = m.count_nonzero if self.host_reads_cheap else _maybe_any
         self.linalg_error = m.linalg.LinAlgError
         self._inplace_ufuncs = {
             "add": m.add, "subtract": m.subtract, "multiply": m.multiply, "divide": m.divide,
@@ -147,31 +155,16 @@ class Namespace(
 
     # ---- hooks ---------------------------------------------------------------------
 
-    def quiet(self):
-        """A context in which the module reports no floating-point flags."""
-        return contextlib.nullcontext()
-
     def patch(self, r, mask, fix, *args):
         """``r`` with ``fix(*args)`` at the positions where ``mask`` is True.
 
-        ``mask`` is a boolean buffer, or a tuple of them meaning their union; ``args``
-        are the op's operands (buffers broadcasting to ``r``'s shape, or Python
-        scalars); ``fix`` computes elementwise. Mask-compact where ``host_reads_cheap``
-        (``fix`` sees only the masked elements, and nothing is computed when the mask
-        is empty), else where-based (``fix`` sees every element; no host read).
+        ``args`` are the op's operands (buffers broadcasting to ``r``'s shape, or
+        Python scalars); ``fix`` computes elementwise. Mask-compact where
+        ``host_reads_cheap`` (``fix`` sees only the masked elements), else where-based
+        (``fix`` sees every element; no host read). Ops call it only where
+        :attr:`mask_any` answers True.
         """
         m = self.m
-        if mask.__class__ is tuple:
-            union = None
-            for part in mask:
-                if self.host_reads_cheap and not m.count_nonzero(part):  # sync: host, free
-                    continue
-                union = part if union is None else union | part
-            if union is None:
-                return r
-            mask = union
-        elif self.host_reads_cheap and not m.count_nonzero(mask):  # sync: on the host, free
-            return r
         if not self.host_reads_cheap:
             return m.asarray(m.where(mask, fix(*args), r)).astype(r.dtype, copy=False)
         r = m.array(r, copy=True)  # writeable, and a buffer where the module gave a scalar
@@ -206,9 +199,13 @@ class Namespace(
 
 _TRAITS = (
     "host_reads_cheap", "index_arrays_checked", "scatter_last_wins", "stores_negative_zero",
-    "remainder_by_inf_ok", "complex_specials_ok", "nextafter_equal_ok", "cholesky_has_upper",
-    "linalg_library",
+    "remainder_by_inf_ok", "complex_specials_ok", "nextafter_equal_ok", "isin_takes_scalars",
+    "cholesky_has_upper", "linalg_library",
 )
+
+
+def _maybe_any(mask) -> bool:
+    return True
 
 
 def _pick(m, x, shape, mask):

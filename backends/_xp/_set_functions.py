@@ -1,8 +1,9 @@
 """Native set ops (the front end's :mod:`tessera_array._set_functions`).
 
 Each NaN is its own unique value (``equal_nan=False``), as the standard asks;
--0.0 and +0.0 are one value. ``isin`` makes a Python-scalar operand a 0-d buffer
-of the other operand's dtype first (CuPy's ``isin`` refuses scalars).
+-0.0 and +0.0 are one value. Where the module's ``isin`` refuses Python scalars
+(CuPy: the trait ``isin_takes_scalars``), such an operand is made a 0-d buffer of
+the other operand's dtype first.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ class SetFunctions:
     def isin(self, a, b, /, *, invert=False):
         """Whether each element of ``a`` is in ``b`` (buffers or weak scalars)."""
         m = self.m
-        if a.__class__ is not self.ndarray:
-            a = m.asarray(a, dtype=b.dtype)
-        elif b.__class__ is not self.ndarray:
-            b = m.asarray(b, dtype=a.dtype)
+        if not self.isin_takes_scalars:
+            if a.__class__ is not self.ndarray:
+                a = m.asarray(a, dtype=b.dtype)
+            elif b.__class__ is not self.ndarray:
+                b = m.asarray(b, dtype=a.dtype)
         return m.asarray(m.isin(a, b, invert=invert))
 
     def _unique(self, a, index: bool, inverse: bool, counts: bool):
