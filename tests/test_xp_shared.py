@@ -437,9 +437,10 @@ def test_binary_special_values(name, monkeypatch):
     want = getattr(ref, name)(a, b)
     # Where-based: no host read of the mask (the fake's count_nonzero is not called).
     monkeypatch.setattr(FAKE, "count_nonzero", _no_host_read)
-    _same(getattr(OPS, name)(_fake(a), _fake(b)), want)
-    _same(getattr(OPS, name)(_fake(a), 2.5), getattr(ref, name)(a, 2.5))
-    _same(getattr(OPS, name)(_fake(a), math.inf), getattr(ref, name)(a, math.inf))
+    ops = _GapNamespace(FAKE)
+    _same(getattr(ops, name)(_fake(a), _fake(b)), want)
+    _same(getattr(ops, name)(_fake(a), 2.5), getattr(ref, name)(a, 2.5))
+    _same(getattr(ops, name)(_fake(a), math.inf), getattr(ref, name)(a, math.inf))
 
 
 @pytest.mark.parametrize("name", ["tanh", "acosh", "log", "expm1"])
@@ -447,9 +448,10 @@ def test_complex_special_values(name, monkeypatch):
     z = _complex_grid()
     want = getattr(ref, name)(z)
     monkeypatch.setattr(FAKE, "count_nonzero", _no_host_read)
-    _same(getattr(OPS, name)(_fake(z)), want)
+    ops = _GapNamespace(FAKE)
+    _same(getattr(ops, name)(_fake(z)), want)
     real = _SPECIAL
-    _same(getattr(OPS, name)(_fake(real)), getattr(ref, name)(real))
+    _same(getattr(ops, name)(_fake(real)), getattr(ref, name)(real))
 
 
 def _no_host_read(*args, **kwargs):
@@ -534,3 +536,22 @@ def test_linalg_errors_are_raised_through_the_one_hook():
         OPS.solve(singular, _fake(np.ones((2, 3, 1))))
     a = _random((3, 3)) + 3 * np.eye(3)
     _close(OPS.inv(_fake(a)), ref.inv(a))
+
+
+def test_numpy_patches_are_mask_compact():
+    """On the host a patch's fix sees only the masked elements, and an empty mask (counted
+    on the host) skips it."""
+    ns = ref.namespace
+    assert ns.mask_any is np.count_nonzero and OPS.mask_any(np.zeros(3, bool))
+    seen = []
+
+    def fix(x):
+        seen.append(x.shape)
+        return -x
+
+    a = np.arange(6.0)
+    got = ns.patch(np.zeros(6), np.array([0, 1, 0, 0, 1, 0], bool), fix, a)
+    assert seen == [(2,)] and got.tolist() == [0.0, -1.0, 0.0, 0.0, -4.0, 0.0]
+    where = OPS.patch(_fake(np.zeros(6)), _fake(np.array([0, 1, 0, 0, 1, 0], bool)), fix,
+                      _fake(a))
+    assert seen[-1] == (6,) and _plain(where).tolist() == got.tolist()
