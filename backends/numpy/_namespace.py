@@ -10,7 +10,9 @@ NumPy, with what is NumPy's own.
   that filter is outranked, so the front end catches the ``RuntimeWarning`` and reruns
   the op through :meth:`NumpyNamespace.call_quietly`.
 - Reductions through ``ufunc.reduce(..., out=...)``, which returns a 0-d array where
-  ``numpy.sum`` would give a scalar and skips its Python layer.
+  ``numpy.sum`` would give a scalar and skips its Python layer. These and NumPy's other
+  own ops (``getitem``, ``argmax``/``argmin``, ``vecdot``) are plain functions, bound
+  as static methods: the front end calls them with no bound method between.
 - Patches on the host: mask-compact (``host_reads_cheap``).
 - ``vecdot`` of long vectors through the BLAS dot of :mod:`._threads`.
 - LAPACK's errors (``numpy.linalg.LinAlgError``) become tessera's LinAlgError through
@@ -57,6 +59,11 @@ def call_quietly(func, /, *args):
     """``func(*args)`` with NumPy's floating-point error reporting off."""
     with np.errstate(all="ignore"):
         return func(*args)
+
+
+def getitem(a, key, /):
+    """``a[key]`` as an ndarray (NumPy gives a scalar for an element)."""
+    return _asarray(a[key])
 
 
 # ---- reductions: ufunc.reduce with out=... (a 0-d array, never a scalar) -----------------
@@ -134,6 +141,7 @@ class NumpyNamespace(Namespace):
     host_reads_cheap = True
     quiet = functools.partial(np.errstate, all="ignore")
     call_quietly = staticmethod(call_quietly)
+    getitem = staticmethod(getitem)
     sum = staticmethod(sum)
     prod = staticmethod(prod)
     max = staticmethod(max)
