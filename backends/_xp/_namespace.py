@@ -66,7 +66,7 @@ class Namespace(
     ``remainder_by_inf_ok``, ``complex_specials_ok``, ``nextafter_equal_ok`` (True)
         The module gets ``remainder(5, inf) = 5``; complex ``tanh(+0+inf j)``,
         ``acosh(+0+nan j)``, ``log(nan+inf j)``; ``nextafter(+0, -0) = -0``. CuPy:
-        False for all three; the shared patches are bound instead.
+        False for the three; the shared patches are bound in their place.
     ``isin_takes_scalars`` (True)
         ``m.isin`` takes a Python scalar on either side. CuPy: False (the scalar is
         made a 0-d buffer of the other operand's dtype first).
@@ -97,11 +97,11 @@ class Namespace(
         Default: ``matmul`` of (1, k) by (k, 1) (CuPy has no ``vecdot``). NumPy: its
         BLAS dot and ``numpy.vecdot``.
 
-    Written in what both modules have, so nothing to override: ``count_nonzero``
-    (no ``keepdims``), ``unstack``, ``vector_norm``,
-    ``matrix_norm``, ``svdvals``, ``cumulative_sum``/``cumulative_prod``. Not here:
-    the FFT is a kernel family (``fft_c2c``...), whose launcher handles CuPy's
-    ``s`` with non-ascending ``axes`` (cupy#8248).
+    Written in what both modules have, so nothing to override: ``count_nonzero`` (no
+    ``keepdims``), ``unstack``, ``vector_norm``, ``matrix_norm``, ``svdvals``,
+    ``cumulative_sum``/``cumulative_prod``. Not here: the FFT, a kernel family
+    (``fft_c2c``...); a CuPy launcher must itself handle ``s`` with non-ascending
+    ``axes`` (cupy#8248).
     """
 
     host_reads_cheap = False
