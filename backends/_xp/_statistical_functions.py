@@ -62,11 +62,15 @@ class StatisticalFunctions:
         with self.quiet():
             mu = self.sum(a, axis=axis, keepdims=True)
             m.true_divide(mu, n, out=mu)
-            d = m.asarray(m.subtract(a, mu))
+            d = m.subtract(a, mu)
+            if d.__class__ is not self.ndarray:  # a scalar, from a 0-d a
+                d = m.asarray(d)
             if d.dtype.kind == "c":
                 re = d.real
                 im = d.imag
-                sq = m.asarray(m.multiply(re, re))
+                sq = m.multiply(re, re)
+                if sq.__class__ is not self.ndarray:
+                    sq = m.asarray(sq)
                 sq += m.multiply(im, im)
             else:
                 sq = m.multiply(d, d, out=d)
