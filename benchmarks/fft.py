@@ -44,6 +44,8 @@ _SOURCES = (
     "backends/numpy/__init__.py",
     "backends/numpy/fft.py",
     "backends/numpy/_ops*.py",
+    "backends/numpy/_namespace.py",
+    "backends/_xp/*.py",
 )
 _LOOP_SOURCES = _SOURCES + ("tessera_array/_indexing.py",)
 

@@ -34,6 +34,8 @@ _SOURCES = (
     "backends/numpy/matvec.py",
     "backends/numpy/__init__.py",
     "backends/numpy/_ops*.py",
+    "backends/numpy/_namespace.py",
+    "backends/_xp/*.py",
     "tessera_array/_array.py",
     "tessera_array/_dispatch.py",
     "tessera_array/_linear_algebra_functions.py",

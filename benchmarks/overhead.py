@@ -40,6 +40,8 @@ _COMMON = (
     "tessera_array/_devices.py",
     "backends/numpy/__init__.py",
     "backends/numpy/_ops*.py",
+    "backends/numpy/_namespace.py",
+    "backends/_xp/*.py",
 )
 _SOURCES = {
     "add_op": _COMMON + ("tessera_array/_elementwise_functions.py",),

@@ -12,7 +12,7 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
-from tessera_array.backends.numpy import _ops_linalg, _threads, matvec, sparse
+from tessera_array.backends.numpy import _ops, _threads, matvec, sparse
 
 import tessera_array as xp
 from tessera_array.sparse import csr_array
@@ -63,7 +63,6 @@ def test_blas_dot_equals_np_dot_bit_for_bit(monkeypatch, dtype, n):
     it cannot be (another BLAS), blas_dot says so (None) and vecdot stays np.vecdot."""
     _two_threads(monkeypatch)
     monkeypatch.setattr(_threads, "DOT_MIN_BYTES", 1)
-    monkeypatch.setattr(_ops_linalg, "_DOT_MIN_BYTES", 1)
     rng = np.random.default_rng(n)
     a = rng.standard_normal(n).astype(dtype)
     b = rng.standard_normal(n).astype(dtype)
@@ -79,7 +78,7 @@ def test_blas_dot_equals_np_dot_bit_for_bit(monkeypatch, dtype, n):
     else:
         assert got.dtype == a.dtype and got.shape == ()
         assert got.tobytes() == ref.tobytes()
-    v = _ops_linalg.vecdot(a, b)
+    v = _ops.vecdot(a, b)
     assert v.dtype == a.dtype and v.tobytes() == ref.tobytes()
 
 
@@ -171,7 +170,6 @@ def test_solvers_on_the_threaded_paths_keep_scipy_iterates(monkeypatch, solver, 
     monkeypatch.setattr(sparse, "SPMV_PARALLEL_MIN", 1)
     monkeypatch.setattr(matvec, "AXPY_PARALLEL_MIN_BYTES", 1)
     monkeypatch.setattr(_threads, "DOT_MIN_BYTES", 1)
-    monkeypatch.setattr(_ops_linalg, "_DOT_MIN_BYTES", 1)
     k = 120  # n = 14400 > OpenBLAS's 10000: its dots are threaded
     t = sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)], offsets=[-1, 0, 1])
     a = (sp.kron(sp.eye_array(k), t) + sp.kron(t, sp.eye_array(k))).tocsr()

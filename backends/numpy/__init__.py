@@ -1,8 +1,9 @@
 """The NumPy backend: the host CPU, always available, the embedded default.
 
 Its native buffers are ``numpy.ndarray``; its ``ops`` namespace is
-:mod:`tessera_array.backends.numpy._ops` (NumPy, with fixes where NumPy and the
-standard part ways); its kernels are registered in :func:`NumpyBackend.register`.
+:mod:`tessera_array.backends.numpy._ops`, the members of the shared namespace over
+NumPy (:mod:`tessera_array.backends._xp`, with NumPy's own parts in
+:mod:`._namespace`); its kernels are registered in :func:`NumpyBackend.register`.
 """
 
 from __future__ import annotations

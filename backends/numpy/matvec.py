@@ -106,7 +106,7 @@ def dense_matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def vecdot(x, y):
     """``conj(x) . y`` of two vectors: the namespace's ``vecdot`` (a 0-d array)."""
-    from ._ops_linalg import vecdot as _vecdot
+    from ._ops import vecdot as _vecdot
 
     return _vecdot(x, y, -1)
 
@@ -114,7 +114,7 @@ def vecdot(x, y):
 def vecmat(x, a):
     """``conj(x) @ a`` for a vector ``x`` (k,) and a matrix ``a`` (k, n): the namespace's
     ``matmul`` (NumPy's ``vecmat``)."""
-    from ._ops_linalg import matmul
+    from ._ops import matmul
 
     return matmul(np.conj(x) if x.dtype.kind == "c" else x, a)
 

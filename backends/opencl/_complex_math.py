@@ -179,7 +179,7 @@ inline {t} tcexpm1_{r}({t} z)
 {{
   {r} x = z.x, y = z.y;
   if (!isfinite(x) || !isfinite(y) || (x == 0 && y == 0)) {{
-    // The NumPy backend's patch (backends/numpy/_ops_elementwise.py: expm1), the standard's
+    // The NumPy backend's patch (backends/_xp/_elementwise_functions.py: expm1), the standard's
     // special values: exp(x) cos(y) - 1 + i exp(x) sin(y), im = y where y == 0, and
     // inf + nan j / -1 + 0j for x = +inf / -inf with a non-finite y.
     if (!isfinite(y) && x == ({r})INFINITY) return ({t})(x, NAN);

@@ -1,0 +1,27 @@
+"""Dtype tables shared by the chapters of the namespace over native buffers.
+
+Array modules that mirror NumPy's API (NumPy, CuPy) describe their buffers with
+``numpy.dtype`` objects, so these tables are keyed by them. A tessera
+:class:`~tessera_array.DType` carries its ``numpy.dtype`` as ``DType._np``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["COMPLEX_OF", "INDEX", "REAL_OF", "UINT64"]
+
+INDEX = np.dtype(np.int64)
+"""The dtype of index results (argmax, argsort, nonzero, unique's indices and counts)."""
+
+UINT64 = np.dtype(np.uint64)
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+
+REAL_OF = {_F32: _F32, _F64: _F64, _C64: _F32, _C128: _F64}
+"""The real floating dtype of each floating dtype's precision (the norms' result dtype)."""
+
+COMPLEX_OF = {_F32: _C64, _F64: _C128, _C64: _C64, _C128: _C128}
+"""The complex dtype of each floating dtype's precision (eig's result dtype)."""
+
