@@ -127,7 +127,8 @@ class Namespace(
         # Whether a patch's mask may hold a True: on the host, count it (free); on a
         # device, yes without reading it (a read is a sync), and the patch runs.
         self.mask_any = m.count_nonzero if self.host_reads_cheap else _maybe_any
-        self.linalg_error = m.linalg.LinAlgError
+        # CuPy raises NumPy's LinAlgError and does not re-export it.
+        self.linalg_error = getattr(m.linalg, "LinAlgError", None) or _np_linalg_error()
         self._inplace_ufuncs = {
             "add": m.add, "subtract": m.subtract, "multiply": m.multiply, "divide": m.divide,
         }
@@ -206,6 +207,12 @@ _TRAITS = (
 
 def _maybe_any(mask) -> bool:
     return True
+
+
+def _np_linalg_error():
+    import numpy
+
+    return numpy.linalg.LinAlgError
 
 
 def _pick(m, x, shape, mask):
