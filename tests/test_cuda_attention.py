@@ -241,11 +241,14 @@ def check(pb: Problem, tol_scale=1.0):
     # The backward pass from the NumPy forward's results, so both backends get one input.
     grads = pb.cuda_bwd(n_out, n_lse)
     n_grads = pb.numpy_bwd(n_out, n_lse)
+    # With one key dq and dk are 0 in exact arithmetic (rounding noise): measured against 1,
+    # the size of the inputs.
+    floor = 1.0 if pb.k.shape[-2] == 1 else 1e-300
     for name, g, ng, gr, rg in zip(("dq", "dk", "dv"), grads, n_grads,
                                    pb.to_reference(*grads), r_grads):
         assert g.dtype == pb.dtype and g.shape == ng.shape
-        errs[f"{name}/numpy"] = rel_err(g, ng)
-        errs[f"{name}/ref"] = rel_err(gr, rg)
+        errs[f"{name}/numpy"] = rel_err(g, ng, floor)
+        errs[f"{name}/ref"] = rel_err(gr, rg, floor)
     bad = {k: v for k, v in errs.items() if not v <= tol}
     assert not bad, f"relative errors above {tol}: {bad}"
     return errs

@@ -62,6 +62,28 @@ constexpr int RPW = 4;                // rows per warp
 constexpr int ROWS = NWARPS * RPW;    // rows per block
 constexpr int DC = 32;                // columns per staged dot-product chunk
 
+// The staging buffer of a block: the dot-product chunks (as: ROWS x DC, bs: WARP x (DC+1))
+// and, at other times, the column tile (cs: WARP x WARP) share it; every phase that writes
+// it starts with a barrier after the previous phase's reads.
+__host__ __device__ constexpr int stage_size(int warp)
+{
+    return ROWS * DC + warp * (DC + 1) > warp * warp ? ROWS * DC + warp * (DC + 1)
+                                                      : warp * warp;
+}
+
+// The views of the staging buffer.
+template <typename ACC, int WARP> struct Stage {
+    ACC (*as)[DC];
+    ACC (*bs)[DC + 1];
+    ACC (*cs)[WARP];
+    __device__ explicit Stage(ACC *buf)
+        : as(reinterpret_cast<ACC (*)[DC]>(buf)),
+          bs(reinterpret_cast<ACC (*)[DC + 1]>(buf + ROWS * DC)),
+          cs(reinterpret_cast<ACC (*)[WARP]>(buf))
+    {
+    }
+};
+
 template <typename A> __device__ __forceinline__ A neg_inf();
 template <> __device__ __forceinline__ float neg_inf<float>()
 {
@@ -121,9 +143,10 @@ __device__ __forceinline__ void stage(ACC (*sm)[LD], Mat<T> m, int r0, int nrows
 // columns (as: ROWS x DC, bs: WARP x (DC + 1), padded against bank conflicts). Rows
 // >= a_end / b_end read as 0. Block-wide: every thread calls it with the same len.
 template <typename T, typename ACC, int WARP>
-__device__ void dot_rows(ACC (&acc)[RPW], ACC (*as)[DC], ACC (*bs)[DC + 1], Mat<T> a,
-                         int a0, int a_end, ACC a_mul, Mat<T> b, int b0, int b_end,
-                         ACC b_mul, int len, int warp, int lane)
+__device__ __forceinline__ void dot_rows(ACC (&acc)[RPW], ACC (*as)[DC], ACC (*bs)[DC + 1],
+                                         Mat<T> a, int a0, int a_end, ACC a_mul, Mat<T> b,
+                                         int b0, int b_end, ACC b_mul, int len, int warp,
+                                         int lane)
 {
     for (int c0 = 0; c0 < len; c0 += DC) {
         __syncthreads();  // the previous readers of as/bs are done
@@ -277,9 +300,8 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
     tessera_attention_fwd(TESSERA_ATTENTION_ARGS, T *__restrict__ out, ACC *__restrict__ lse_out)
 {
     using namespace tessera::attn;
-    __shared__ ACC as[ROWS][DC];
-    __shared__ ACC bs[WARP][DC + 1];
-    __shared__ ACC cs[WARP][WARP];
+    __shared__ ACC stage_buf[stage_size(WARP)];
+    const Stage<ACC, WARP> sm(stage_buf);
     __shared__ ACC ps[ROWS][WARP];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, threshold};
@@ -315,7 +337,7 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
 #pragma unroll
                 for (int r = 0; r < RPW; ++r)
                     s[r] = ACC(0);
-                dot_rows<T, ACC, WARP>(s, as, bs, qm, i0, i1, scale, km, jt, jt + n, ACC(1),
+                dot_rows<T, ACC, WARP>(s, sm.as, sm.bs, qm, i0, i1, scale, km, jt, jt + n, ACC(1),
                                        D, warp, lane);
                 const int j = jt + lane;
                 const unsigned int kept =
@@ -345,7 +367,7 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
                         pz = (kept >> r) & 1u ? p * keep_scale : ACC(0);
                     ps[warp * RPW + r][lane] = pz;
                 }
-                accumulate_cols<T, ACC, WARP, N>(o, cs, ps, vm, jt, n, dv0, Dv, ACC(1), warp,
+                accumulate_cols<T, ACC, WARP, N>(o, sm.cs, ps, vm, jt, n, dv0, Dv, ACC(1), warp,
                                                  lane);
             }
 #pragma unroll
@@ -376,9 +398,8 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
                              T *__restrict__ dq)
 {
     using namespace tessera::attn;
-    __shared__ ACC as[ROWS][DC];
-    __shared__ ACC bs[WARP][DC + 1];
-    __shared__ ACC cs[WARP][WARP];
+    __shared__ ACC stage_buf[stage_size(WARP)];
+    const Stage<ACC, WARP> sm(stage_buf);
     __shared__ ACC ps[ROWS][WARP];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, threshold};
@@ -437,9 +458,9 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
                     s[r] = ACC(0);
                     dp[r] = ACC(0);
                 }
-                dot_rows<T, ACC, WARP>(s, as, bs, qm, i0, i1, scale, km, jt, jt + n, ACC(1),
+                dot_rows<T, ACC, WARP>(s, sm.as, sm.bs, qm, i0, i1, scale, km, jt, jt + n, ACC(1),
                                        D, warp, lane);
-                dot_rows<T, ACC, WARP>(dp, as, bs, dom, i0, i1, ACC(1), vm, jt, jt + n,
+                dot_rows<T, ACC, WARP>(dp, sm.as, sm.bs, dom, i0, i1, ACC(1), vm, jt, jt + n,
                                        ACC(1), Dv, warp, lane);
                 const int j = jt + lane;
                 const unsigned int kept =
@@ -459,7 +480,7 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
                         dpz = (kept >> r) & 1u ? dpz * keep_scale : ACC(0);
                     ps[warp * RPW + r][lane] = p * (dpz - dl[r]);
                 }
-                accumulate_cols<T, ACC, WARP, N>(g, cs, ps, km, jt, n, d0, D, ACC(1), warp,
+                accumulate_cols<T, ACC, WARP, N>(g, sm.cs, ps, km, jt, n, d0, D, ACC(1), warp,
                                                  lane);
             }
 #pragma unroll
@@ -486,9 +507,8 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
                                T *__restrict__ dv)
 {
     using namespace tessera::attn;
-    __shared__ ACC as[ROWS][DC];
-    __shared__ ACC bs[WARP][DC + 1];
-    __shared__ ACC cs[WARP][WARP];
+    __shared__ ACC stage_buf[stage_size(WARP)];
+    const Stage<ACC, WARP> sm(stage_buf);
     __shared__ ACC pt[ROWS][WARP];
     __shared__ ACC st[ROWS][WARP];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -531,9 +551,9 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
                     dp[r] = ACC(0);
                 }
                 // s = k_j . (scale q_i), dp = v_j . dO_i: key rows per warp, a query per lane.
-                dot_rows<T, ACC, WARP>(s, as, bs, km, j0, j1, ACC(1), qm, it, it + n, scale,
+                dot_rows<T, ACC, WARP>(s, sm.as, sm.bs, km, j0, j1, ACC(1), qm, it, it + n, scale,
                                        D, warp, lane);
-                dot_rows<T, ACC, WARP>(dp, as, bs, vm, j0, j1, ACC(1), dom, it, it + n,
+                dot_rows<T, ACC, WARP>(dp, sm.as, sm.bs, vm, j0, j1, ACC(1), dom, it, it + n,
                                        ACC(1), Dv, warp, lane);
                 const int i = it + lane;
                 ACC li = pos_inf<ACC>(), di = ACC(0);
@@ -564,9 +584,9 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
                     pt[warp * RPW + r][lane] = pz;
                     st[warp * RPW + r][lane] = p * (dpz - di);
                 }
-                accumulate_cols<T, ACC, WARP, N>(gv, cs, pt, dom, it, n, c0, Dv, ACC(1), warp,
+                accumulate_cols<T, ACC, WARP, N>(gv, sm.cs, pt, dom, it, n, c0, Dv, ACC(1), warp,
                                                  lane);
-                accumulate_cols<T, ACC, WARP, N>(gk, cs, st, qm, it, n, c0, D, scale, warp,
+                accumulate_cols<T, ACC, WARP, N>(gk, sm.cs, st, qm, it, n, c0, D, scale, warp,
                                                  lane);
             }
 #pragma unroll
