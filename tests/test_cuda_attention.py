@@ -530,6 +530,33 @@ def test_forward_dropout_counters_beyond_2_32_blocks():
     assert bool(cupy.all(lse == lse[0]))
 
 
+def test_dropout_counters_beyond_2_32_blocks_on_the_diagonal():
+    """One head, Sq = Sk = 2**17 + 5 and window (0, 0): query i sees key i alone (P = 1),
+    so out_i = Z_ii v_i and dV_i = Z_ii dO_i exactly, with counters i*Sk + i up to past
+    2**34 (Philox blocks >= 2**32); the keep bits against the CPU's Philox."""
+    n = 2**17 + 5
+    assert ((n - 1) * n + n - 1) >> 2 >= 2**32
+    p, seed, offset = 0.25, 2**64 - 2**40 + 3, 2**32 - 1
+    thr = math.floor(p * 2.0**32)
+    rng = np.random.default_rng(19)
+    q, k = (rng.standard_normal((1, n, 2)).astype(np.float32) for _ in range(2))
+    v, g = (rng.standard_normal((1, n, 1)).astype(np.float32) for _ in range(2))
+    kw = {"scale": 0.7, "window": (0, 0), "dropout": (p, seed, offset, thr)}
+    out, lse = cu_attention.attention_fwd(dev(q), dev(k), dev(v), **kw)
+    c = np.arange(n, dtype=np.uint64) * np.uint64(n + 1)  # counters of (i, i)
+    block = c >> np.uint64(2)
+    words = np.stack([block.astype(np.uint32), (block >> np.uint64(32)).astype(np.uint32),
+                      np.full(n, offset & 0xFFFFFFFF, np.uint32),
+                      np.full(n, offset >> 32, np.uint32)], axis=-1)
+    u = np_philox.philox4x32_10(words, (seed & 0xFFFFFFFF, seed >> 32))
+    keep = u[np.arange(n), (c & np.uint64(3)).astype(np.intp)] >= thr
+    assert keep[-1000:].mean() > 0.6 and not keep[-1000:].all()
+    ks = np.float32(1.0 / (1.0 - p))
+    assert np.array_equal(host(out)[0, :, 0], np.where(keep, ks * v[0, :, 0], 0))
+    _, _, dv = cu_attention.attention_bwd(dev(q), dev(k), dev(v), out, dev(g), lse, **kw)
+    assert np.array_equal(host(dv)[0, :, 0], np.where(keep, ks * g[0, :, 0], 0))
+
+
 def test_deterministic_run_to_run():
     pb = Problem(8, G=2, B=1, mask="additive", dropout=(0.2, 5, 6), Sq=70, Sk=90)
     out1, lse1 = pb.cuda_fwd()

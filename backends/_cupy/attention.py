@@ -6,8 +6,8 @@ exactly the NumPy backend's arguments and results
 :mod:`tessera_array.nn._attention`), on ``cupy.ndarray`` buffers. Inputs are read in
 place through their strides (GQA's stride-0 broadcast K/V heads cost no copy): the host
 builds a table of each (batch, head)'s element offsets into q, k, v and the mask (and
-out, dout and lse in the backward pass), kept per content, and the kernels add row and
-column strides. Results are fresh C-contiguous buffers from :func:`_kernels.empty`.
+out, dout and lse in the backward pass), kept per leading shape and strides, and the
+kernels add row and column strides. Results are fresh C-contiguous buffers from :func:`_kernels.empty`.
 Operand dtypes are checked (a TypeError, never a silently misread buffer); shapes are
 trusted (the front end validates them).
 
@@ -23,14 +23,15 @@ Determinism: the backward pass runs one kernel over query blocks (dq, and
 ``delta = rowsum(dO * O)`` into a scratch buffer) and one over key blocks (dk, dv, per
 query head), so every output element is summed by one lane in a fixed order, with no
 atomics: the same inputs give the same bits run to run (on one device and one CuPy
-version). GQA's sums of dk/dv over the query heads of a group are the front end's (a
-deterministic reduction over the group axis). Dropout keep decisions are the Philox
+version). GQA's sums of dk/dv over the query heads of a group are the front end's
+(``ops.sum`` over the group axis). Dropout keep decisions are the Philox
 contract computed in the kernels (``kernels/include/tessera/philox.cuh``), bit-identical
 to the CPU's masks.
 
 Every launch runs on the current stream of q's device (made current here); nothing
 synchronizes with the host except the first upload of an offset table (a small
-host-to-device copy, kept per content).
+host-to-device copy, once per leading shape and strides; the upload and the kernels run
+on the current stream, the backend's one stream per device).
 """
 
 from __future__ import annotations
@@ -118,22 +119,25 @@ def _lead_offsets(a, lead: tuple):
 
 def _table(device, arrays, lead: tuple):
     """The device table of (q, k, v, mask, out, dout, lse) offsets per bh, int64 (BH, 8)
-    (absent arrays give 0), kept per content: a repeated call uploads nothing."""
+    (absent arrays give 0). The offsets are a function of the leading shape and each
+    array's leading strides alone (the kernels get each array's first element), so the
+    table is kept per (device, lead, strides): a repeated call builds and uploads nothing."""
     import cupy
     import numpy as np
 
-    bh = math.prod(lead)
-    tab = np.zeros((bh, 8), dtype=np.int64)
-    for col, a in enumerate(arrays):
-        if a is not None:
-            tab[:, col] = _lead_offsets(a, lead)
-    key = (device.id, tab.tobytes())
+    key = (device.id, lead) + tuple(
+        None if a is None else tuple(s // a.dtype.itemsize for s in a.strides[:len(lead)])
+        for a in arrays)
     with _tables_lock:
         buf = _tables.get(key)
         if buf is not None:
             _tables.move_to_end(key)
             return buf
-    buf = cupy.asarray(tab)  # sync: a host-to-device copy, once per content
+    tab = np.zeros((math.prod(lead), 8), dtype=np.int64)
+    for col, a in enumerate(arrays):
+        if a is not None:
+            tab[:, col] = _lead_offsets(a, lead)
+    buf = cupy.asarray(tab)  # sync: a host-to-device copy, once per key
     with _tables_lock:
         _tables[key] = buf
         if len(_tables) > _TABLES_KEPT:

@@ -33,9 +33,11 @@
 //   shared memory), and lane l owns the output dims d = d0 + u*WARP + l (u < N) of the
 //   accumulators (registers); head dims beyond N*WARP take further passes over the
 //   keys (the scores are recomputed, the same bits each pass). Tiles outside the
-//   causal/window band of a block are skipped. Shared memory is static (see ptxas -v):
-//   fwd and dq about (ROWS*DC + WARP*(DC+1) + WARP*WARP + ROWS*WARP) ACCs, dkdv one
-//   ROWS*WARP more.
+//   causal/window band of a block are skipped. Shared memory is static: a staging buffer
+//   of max(ROWS*DC + WARP*(DC+1), WARP*WARP) ACCs (the dot-product chunks and, in turn,
+//   the column tiles) plus the warps' probability tiles, ROWS*WARP ACCs (dkdv: two);
+//   at WARP 32: fwd, dq 8320 B (float) / 16640 B (double), dkdv 10368 / 20736 B; at
+//   WARP 64 (HIP wave64) at most 48 KiB (dkdv, double).
 // Accumulation: ACC (float for float32 storage, double for float64); inputs are
 //   converted to ACC on load, scale*q is rounded in ACC (as the NumPy backend's qs).
 // Numerical caveats: dot products sum in chunk order (not BLAS's), warp sums are a fixed
