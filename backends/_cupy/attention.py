@@ -40,6 +40,8 @@ import math
 import threading
 from collections import OrderedDict
 
+import numpy as np
+
 from tessera_array import _dtypes
 
 from . import _kernels
@@ -51,6 +53,9 @@ NWARPS = 4  # warps per block (attention.cu's NWARPS)
 ROWS = 16  # rows per block (attention.cu's NWARPS * RPW)
 WIDTHS = (1, 2, 4, 8)  # output dims per lane per pass (the template parameter N)
 GRID_MAX = 1 << 20  # blocks at most; the kernels' grid-stride loops cover the rest
+# Sequence lengths and head dims below this: the kernels' 32-bit row and column indices
+# (a tile's last index, one warp past the end) cannot overflow.
+SIZE_LIMIT = 2**31 - 4096
 _CTYPE = {"float32": "float", "float64": "double"}
 _TABLES_KEPT = 64
 _tables: OrderedDict = OrderedDict()  # (device id, offsets bytes) -> cupy int64 (BH, 8)
@@ -77,8 +82,6 @@ def instances(warp: int = 32) -> list:
 
 
 def _acc(func: str, q):
-    import numpy as np
-
     name = str(q.dtype)
     if name not in _CTYPE:
         raise TypeError(f"{func}: q must be float32 or float64. Received: q.dtype={q.dtype}")
@@ -88,8 +91,6 @@ def _acc(func: str, q):
 def _check(func, q, k, v, mask, grads=()):
     """TypeError unless the operands' dtypes are what the kernels read them as (the front
     end guarantees it; a raw call must not get a silently wrong answer)."""
-    import numpy as np
-
     acc = _acc(func, q)
     named = [("k", k), ("v", v)] + list(zip(("out", "dout"), grads[:2]))
     for name, a in named:
@@ -107,8 +108,6 @@ def _check(func, q, k, v, mask, grads=()):
 def _lead_offsets(a, lead: tuple):
     """Element offset of each flattened leading index of ``a`` from its first element
     (int64, ``prod(lead)``; strides may be 0 or negative)."""
-    import numpy as np
-
     isz = a.dtype.itemsize
     if not lead:
         return np.zeros(1, dtype=np.int64)
@@ -123,8 +122,6 @@ def _table(device, arrays, lead: tuple):
     array's leading strides alone (the kernels get each array's first element), so the
     table is kept per (device, lead, strides): a repeated call builds and uploads nothing."""
     import cupy
-    import numpy as np
-
     key = (device.id, lead) + tuple(
         None if a is None else tuple(s // a.dtype.itemsize for s in a.strides[:len(lead)])
         for a in arrays)
@@ -147,8 +144,6 @@ def _table(device, arrays, lead: tuple):
 
 def _strides(a, row: int, col: int):
     """(row stride, column stride) of ``a`` in elements, int64."""
-    import numpy as np
-
     isz = a.dtype.itemsize
     return np.int64(a.strides[row] // isz), np.int64(a.strides[col] // isz)
 
@@ -156,8 +151,6 @@ def _strides(a, row: int, col: int):
 def _band(causal, window, sq: int, sk: int):
     """(lo, hi): query i sees key j when lo <= j - i <= hi (the NumPy backend's _Band),
     clamped to [-sq - 1, sk + 1] (beyond that every bound means the same)."""
-    import numpy as np
-
     shift = sk - sq if causal == "bottom_right" else 0
     left, right = window if window is not None else (None, None)
     if causal is not None:
@@ -173,12 +166,10 @@ def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, ac
                  grads=()):
     """The kernel arguments every kernel takes (TESSERA_ATTENTION_ARGS); ``grads`` is
     ``(out, dout, lse)`` in the backward pass (for the offset table)."""
-    import numpy as np
-
     sq, d = q.shape[-2:]
     sk, dv = v.shape[-2:]
-    if max(sq, sk, d, dv) >= 2**31:
-        raise ValueError("attention: the CUDA kernels take Sq, Sk, D, Dv < 2**31. "
+    if max(sq, sk, d, dv) >= SIZE_LIMIT:
+        raise ValueError(f"attention: the CUDA kernels take Sq, Sk, D, Dv < {SIZE_LIMIT}. "
                          f"Received: Sq={sq}, Sk={sk}, D={d}, Dv={dv}")
     kind, bmask, amask = 0, None, None
     m_sr = m_sc = np.int64(0)
@@ -252,7 +243,7 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
     kernel over key blocks); no atomics, so the same inputs give the same bits on every
     run.
     """
-    import numpy as np
+    import cupy
 
     device = q.device
     lead = q.shape[:-2]
@@ -270,8 +261,6 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
                             (out, dout, lse))
         grad = (dout, *_strides(dout, -2, -1), lse, np.int64(lse.strides[-1] // acc.itemsize))
         # Scratch: delta = rowsum(dO * O) per query row, written by bwd_dq for bwd_dkdv.
-        import cupy
-
         delta = cupy.empty(max(bh * sq, 1), dtype=acc)
         _launch(device, "bwd_dq", q.dtype, d, bh * -(-sq // ROWS),
                 args + grad + (out, *_strides(out, -2, -1), delta, dq))

@@ -13,6 +13,8 @@ synchronizes with the host.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tessera_array import _dtypes
 
 from . import _kernels
@@ -33,8 +35,6 @@ def keep_range(device, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
     ``device`` is a ``cupy.cuda.Device``; ``threshold`` is ``floor(dropout_p * 2**32)``
     (0 keeps everything).
     """
-    import numpy as np
-
     with device:
         out = _kernels.empty((nbh, Sq, Sk), np.bool_)
         n = nbh * Sq * Sk

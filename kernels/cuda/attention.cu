@@ -24,7 +24,8 @@
 //   unused; any leading layout, GQA's stride-0 broadcast KV heads and negative strides
 //   included) plus a row stride and a column stride each (elements, int64). The results
 //   out (BH, Sq, Dv), lse (BH, Sq), dq (BH, Sq, D), dk (BH, Sk, D), dv (BH, Sk, Dv) and
-//   the scratch delta (BH, Sq) are C-contiguous.
+//   the scratch delta (BH, Sq) are C-contiguous. Row and column indices are 32-bit (the
+//   launcher keeps Sq, Sk, D, Dv below 2**31 - 4096); element offsets are 64-bit.
 // Launch geometry: blocks of NWARPS warps (NWARPS * WARP threads), 1-D grid; a block
 //   serves items (bh, row block) in a grid-stride loop, items = BH * ceil(rows / ROWS)
 //   with ROWS = NWARPS * RPW rows per block, RPW per warp (fwd, dq: query rows; dkdv: key
