@@ -32,11 +32,11 @@ The state buffer and the kernels' geometry are described in ``cg.cl``.
 from __future__ import annotations
 
 import numpy as np
+from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
-from . import _programs
-from ._programs import array_type as _array_type
+from . import _memory, _programs
 
 __all__ = ["FusedCG", "cg_fused", "register"]
 
@@ -44,7 +44,7 @@ FILE = "cg.cl"
 PMAX = 256  # the most partial sums of one dot product (work-groups on GPUs)
 WG_MAX = 256  # work-group size on GPUs (a power of two, clamped to the device's)
 _REAL = frozenset(np.dtype(d._np) for d in _dtypes.REAL_FLOATING)
-_setup: dict = {}  # (context, dtype) -> (kernels, work-group size, CPU device?, units)
+_setup = memo("opencl.cg.setup")  # (context, dtype) -> GroupSetup of the three kernels
 
 
 def _kernels(context, dtype):
@@ -66,9 +66,8 @@ class FusedCG:
     """The device state of one CG solve: see the module docstring."""
 
     def __init__(self, x, r, p, preconditioned=False):
-        cla = _array_type()
         for name, a in (("x", x), ("r", r), ("p", p)):
-            _programs.check_array("cg_fused", name, a, cla.Array)
+            _memory.check_array("cg_fused", name, a)
             if a.ndim != 1 or not a.flags.c_contiguous or a.offset:
                 raise ValueError(f"cg_fused: {name} must be 1-D, contiguous and start its "
                                  f"buffer. Received: {name}.shape={a.shape}, "
@@ -82,7 +81,7 @@ class FusedCG:
         if not (x.context == r.context == p.context):
             raise ValueError("cg_fused: x, r and p must be in one OpenCL context. "
                              "Received: more than one context")
-        self.queue = _programs.queue_of("cg_fused", r)
+        self.queue = _memory.queue_of("cg_fused", r)
         self.x, self.r, self.p = x, r, p
         self.dtype = r.dtype
         self.preconditioned = bool(preconditioned)
@@ -95,7 +94,7 @@ class FusedCG:
         self._np = np.int32(self.np)
         init = np.zeros(_FLAG + 2, dtype=self.dtype)
         init[_FLAG] = 1  # (no step yet)
-        self.st = cla.to_device(self.queue, init, allocator=r.allocator)
+        self.st = _memory.upload(self.queue, init, r.allocator)
         self.cur, self.prev = _RHO_A, _RHO_B
         # r . r of the start: where read() finds it
         self._rr = _RR if self.preconditioned else self.cur
