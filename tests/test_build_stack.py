@@ -255,6 +255,18 @@ def test_disk_cache_switched_off(disk, monkeypatch):
     assert _stack().program("ctx", SRC).origin == "compiled"
 
 
+def test_a_dialect_may_leave_programs_to_its_driver(disk):
+    class DriverCached(FakeDialect):
+        def disk_cache(self, context):
+            return context != "cached-by-driver"
+
+    stack = _stack(DriverCached())
+    stack.program("cached-by-driver", SRC)
+    assert not disk.exists()
+    stack.program("ctx", SRC)
+    assert len(list(disk.rglob("*.bin"))) == 1
+
+
 def test_disk_cache_default_folder(monkeypatch, tmp_path):
     monkeypatch.delenv("TESSERA_CACHE_DIR", raising=False)
     monkeypatch.delenv("TESSERA_DISK_CACHE", raising=False)

@@ -116,9 +116,9 @@ def test_one_place_calls_cl_program():
     assert calls == ["opencl/_compile.py"]
 
 
-# The memos the battery must fill (the rest fill on other paths: fingerprints of a
-# context, probes, family failures...).
-FILLED = ["opencl.programs", "opencl.kernels", "opencl.fingerprints", "opencl.sources",
+# The memos the battery must fill (the rest fill on other paths: the fingerprints of
+# contexts whose programs go to disk, probes, family failures...).
+FILLED = ["opencl.programs", "opencl.kernels", "opencl.disk_cache", "opencl.sources",
           "opencl.file_kernels", "opencl.families", "opencl.member_sources",
           "opencl.member_kernels", "opencl.map_kernels", "opencl.ranked_sources",
           "opencl.pools", "opencl.cpu_devices", "opencl.matvec.setup", "opencl.sparse.setup",
@@ -185,30 +185,51 @@ def test_no_module_level_cache_escapes_the_registry():
     assert json.loads(lines[-1][len("RESULT "):]) == []
 
 
+def _unique_source(note=""):
+    value = float(np.random.default_rng().integers(1, 1 << 20))  # a source not built before
+    return value, from_text(f"__kernel void k(__global float *x, float y) "
+                            f"{{ x[0] = y + {value:.1f}f; }}\n// {note}\n")
+
+
+def _run(ctx, src, value):
+    queue = _memory.device_queue(DEV)
+    out = _memory.empty(queue, (1,), np.float32)
+    _compile.STACK.kernel(ctx, src, "k")(queue, (1,), None, out.base_data, 0.5)
+    assert float(_memory.to_host(out)[0]) == value + 0.5
+
+
 def test_programs_are_kept_on_disk(tmp_path, monkeypatch):
+    """Kept under TESSERA_CACHE_DIR (forced here where the driver caches its own builds:
+    PoCL, whose binaries are costly) and loaded after clear_all(); TESSERA_DISK_CACHE=0
+    keeps nothing."""
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("TESSERA_DISK_CACHE", raising=False)
-    queue = _memory.device_queue(DEV)
-    ctx = queue.context
-    value = float(np.random.default_rng().integers(1, 1 << 20))  # a source not built before
-    src = from_text(f"__kernel void k(__global float *x, float y) "
-                    f"{{ x[0] = y + {value:.1f}f; }}\n")
+    monkeypatch.setattr(_compile.OpenclDialect, "disk_cache", lambda self, context: True)
+    ctx = _memory.device_queue(DEV).context
+    value, src = _unique_source()
     stats = dict(_compile.STACK.stats)
-
-    def run():
-        out = _memory.empty(queue, (1,), np.float32)
-        _compile.STACK.kernel(ctx, src, "k")(queue, (1,), None, out.base_data, 0.5)
-        return float(_memory.to_host(out)[0])
-
-    assert run() == value + 0.5
+    _run(ctx, src, value)
     files = list((tmp_path / "opencl").rglob("*.bin"))
     assert len(files) == 1 and _compile.STACK.stats["compiled"] == stats["compiled"] + 1
     clear_all("opencl")
-    assert run() == value + 0.5  # loaded from the file
+    _run(ctx, src, value)  # from the file
     assert _compile.STACK.stats["loaded"] == stats["loaded"] + 1
     monkeypatch.setenv("TESSERA_DISK_CACHE", "0")
-    _compile.STACK.program(ctx, from_text(src.text + "// another\n"))
+    _compile.STACK.program(ctx, _unique_source("off")[1])
     assert len(list((tmp_path / "opencl").rglob("*.bin"))) == 1  # nothing written
+
+
+def test_drivers_with_their_own_build_cache_keep_it(tmp_path, monkeypatch):
+    from pyopencl.characterize import has_src_build_cache
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TESSERA_DISK_CACHE", raising=False)
+    ctx = _memory.device_queue(DEV).context
+    own = bool(has_src_build_cache(ctx.devices[0]))
+    assert _compile.STACK.dialect.disk_cache(ctx) is not own
+    value, src = _unique_source("driver")
+    _run(ctx, src, value)
+    assert len(list(tmp_path.rglob("*.bin"))) == (0 if own else 1)
 
 
 def test_a_family_that_fails_to_build_is_split(monkeypatch):

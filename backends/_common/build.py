@@ -15,6 +15,8 @@ disk
     is ``~/.cache/tessera_array``), and a program compiled from source is saved there.
     ``TESSERA_DISK_CACHE=0`` turns the disk cache off (read and write); both variables
     are read at each miss. A binary that fails to load is compiled again (and replaced).
+    A dialect may leave a context's programs to its driver's own cache
+    (:meth:`Dialect.disk_cache`).
 key
     The disk key is the sha256 of tessera's version, the backend's name, the source's
     digest (its text and every header it includes, see :mod:`.source`), the options and
@@ -74,6 +76,11 @@ class Dialect(abc.ABC):
     def compile(self, context, text: str, options: tuple):
         """The program of ``text`` built for ``context``; :class:`BuildFailure` with the
         compiler's log when the compiler rejects it."""
+
+    def disk_cache(self, context) -> bool:
+        """Whether the stack keeps ``context``'s programs on disk (False where the driver
+        caches its builds itself and a binary costs more than it saves)."""
+        return True
 
     def binary(self, program) -> bytes | None:
         """The bytes that :meth:`load` turns back into ``program``, or None (not kept on
@@ -168,7 +175,8 @@ class BuildStack:
         return prg
 
     def _make(self, context, source: KernelSource, options: tuple):
-        folder = disk_cache_dir(self.dialect.backend)
+        folder = disk_cache_dir(self.dialect.backend) if self.dialect.disk_cache(context) \
+            else None
         path = None
         if folder is not None:
             key = self.key(context, source, options)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from tessera_array.backends._common import coalesce, from_text, memo
+from tessera_array.backends._common import c_strides, coalesce, from_text, memo
 
 from . import _memory
 from ._compile import build_count, generated_kernel
@@ -345,11 +345,7 @@ def launch_scan(a, axis: int, out_ct: str, init: str, step: str, include_initial
         n *= shape[d]
     in_ct = CTYPE[a.dtype.char]
     off, strides = _memory.layout(a)
-    ost = [0] * nd
-    acc = 1
-    for d in reversed(range(nd)):
-        ost[d] = acc
-        acc *= oshape[d]
+    ost = c_strides(oshape)
     kd, (ks, kos) = coalesce([shape[d] for d in kept],
                              [[strides[d] for d in kept], [ost[d] for d in kept]])
     if len(kd) > MAXD:
@@ -380,11 +376,7 @@ def _launch_scan_ranked(a, axis, out, in_ct, out_ct, init, step, include_initial
                          init, step, len(kept))
     knl = generated_kernel(a.queue.context, src, "tscan")
     off, strides = _memory.layout(a)
-    ost = [0] * nd
-    acc = 1
-    for d in reversed(range(nd)):
-        ost[d] = acc
-        acc *= oshape[d]
+    ost = c_strides(oshape)
     args = [np.int64(n), np.int64(shape[axis]), out.base_data, a.base_data, np.int64(off)]
     args += [np.int64(shape[d]) for d in kept] + [np.int64(strides[d]) for d in kept]
     args += [np.int64(ost[d]) for d in kept]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyopencl as cl
+from tessera_array.backends._common import c_strides
 
 from . import _generate, _kernels, _memory, _programs
 from ._ops_manipulation import moveaxis
@@ -144,12 +145,7 @@ def _unslab(a, axis, slab, n, P):
     out = _memory.empty(a.queue, a.shape, slab.dtype)
     moved = moveaxis(out, (axis,), (nd - 1,))
     lead = moved.shape[:-1]
-    st = []
-    acc = P
-    for d in reversed(lead):
-        st.insert(0, acc)
-        acc *= d
-    view = _memory.view(slab, moved.shape, tuple(st) + (1,), 0)
+    view = _memory.view(slab, moved.shape, tuple(c_strides(lead, P)) + (1,), 0)
     _memory.copy_into(moved, view)
     return out
 
