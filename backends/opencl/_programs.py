@@ -4,8 +4,9 @@ A program is one ``.cl`` file (its ``#include`` lines pasted in, :data:`~._compi
 built for one context with ``-D`` macros naming the dtype (``-DT=float -DRT=float
 -DACC=float``; complex types add ``-DTESSERA_COMPLEX``, float64 types ``-DTESSERA_FP64``):
 :func:`dtype_options` gives them, and :func:`program` builds it through the backend's
-build stack (:mod:`._compile`: kept per context, source and options in memory and on
-disk; :func:`build_count` counts real builds, for the tests). :func:`kernel` keeps one
+build stack (:mod:`._compile`: kept per context, source and options in memory, and on
+disk where the driver does not cache its builds itself; :func:`build_count` counts real
+builds, for the tests). :func:`kernel` keeps one
 ``pyopencl.Kernel`` per program and name, its scalar argument types declared, so a launch
 creates no kernel object (a kept kernel is not safe to launch from two threads at once).
 

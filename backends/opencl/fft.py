@@ -131,6 +131,7 @@ float64/complex128 only on devices with ``cl_khr_fp64``.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from tessera_array.backends._common import c_strides, memo
@@ -158,7 +159,22 @@ def _by_rows(knl, queue, gx: int, lx: int, batch: int, *args) -> None:
     for row0 in range(0, batch, _MAX_ROWS):
         knl(queue, (gx, min(_MAX_ROWS, batch - row0)), (lx, 1), np.int64(row0), *args)
 
-_plans = memo("opencl.fft.plans")  # (context, kind, n, dtype) -> device arrays
+_plans = memo("opencl.fft.plans")  # (context, kind, n, dtype) -> _Twiddles or _Bluestein
+
+
+class _Twiddles(NamedTuple):
+    """The plan of a power-of-two length n (see :meth:`_Ctx.plan`)."""
+
+    radices: list  # the Stockham passes' radices (8, ..., then 8, 4 or 2)
+    table: object  # their twiddle factors on the device (complex, pass after pass)
+
+
+class _Bluestein(NamedTuple):
+    """The plan of any other length n (see :meth:`_Ctx.bluestein`)."""
+
+    m: int  # the power-of-two length of the convolution, >= 2n - 1
+    chirp: object  # exp(-i pi k^2 / n), k < n, on the device
+    filt: object  # the FFT of the chirp filter (length m) on the device
 
 
 def clear_plans() -> None:
@@ -277,7 +293,7 @@ class _Ctx:
                 parts.append(np.exp(-2j * np.pi * t.ravel() / n))
                 ns *= r
             table = np.concatenate(parts).astype(self.cdtype)
-            hit = _plans[key] = (radices, _memory.upload(self.queue, table))
+            hit = _plans[key] = _Twiddles(radices, _memory.upload(self.queue, table))
         return hit
 
     def bluestein(self, n):
@@ -290,8 +306,9 @@ class _Ctx:
             filt = np.zeros(m, np.complex128)
             filt[:n] = np.conj(chirp)
             filt[m - n + 1:] = np.conj(chirp[1:][::-1])
-            hit = _plans[key] = (m, _memory.upload(self.queue, chirp.astype(self.cdtype)),
-                                 _memory.upload(self.queue, np.fft.fft(filt).astype(self.cdtype)))
+            hit = _plans[key] = _Bluestein(
+                m, _memory.upload(self.queue, chirp.astype(self.cdtype)),
+                _memory.upload(self.queue, np.fft.fft(filt).astype(self.cdtype)))
         return hit
 
     def rows(self, w, n, batch, sign, owned=True):
