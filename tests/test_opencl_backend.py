@@ -25,6 +25,7 @@ BACKEND = _gate.require_backend("opencl")
 from tessera_array.backends.numpy import _ops as host_ops
 from tessera_array.backends.opencl import (
     _fallback,
+    _families,
     _kernels,
     _ops_core,
     _ops_elementwise,
@@ -293,7 +294,7 @@ def test_one_kernel_serves_every_rank_layout_and_scalar_side():
     xp.sum(devs[1], axis=0).to_device("cpu")
     xp.cumulative_sum(devs[1], axis=1).to_device("cpu")
     builds = _kernels.build_count()
-    kernels = len(_kernels._KNL)
+    kernels = len(_families.KERNELS)
     for h, d in zip(hosts, devs):
         perm = tuple(range(h.ndim))[::-1]
         want = [h - h, h.transpose(perm) - 2.5, 2.5 - h[::-1], h - h[..., :1], h.sum(axis=0),
@@ -305,7 +306,7 @@ def test_one_kernel_serves_every_rank_layout_and_scalar_side():
             assert g.shape == w.shape
             np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
     assert _kernels.build_count() == builds
-    assert len(_kernels._KNL) == kernels
+    assert len(_families.KERNELS) == kernels
 
 
 def test_more_axes_than_the_layout_holds_take_a_kernel_of_that_rank():
@@ -324,7 +325,7 @@ def test_more_axes_than_the_layout_holds_take_a_kernel_of_that_rank():
     np.testing.assert_allclose(np.asarray(xp.sum(d[key], axis=(0, 2, 4, 6, 8, 9))
                                           .to_device("cpu")),
                                h64.sum(axis=(0, 2, 4, 6, 8, 9)), rtol=1e-6, atol=1e-7)
-    keys = list(_kernels._RANKED)
+    keys = list(_kernels._ranked)
     assert any(len(k) == 5 and k[3] == 18 for k in keys)  # the map
     assert any(len(k) == 10 and k[6:8] == (17, 1) for k in keys)  # sum over axis 0
     assert any(len(k) == 5 and k[4] == 17 for k in keys)  # the scan

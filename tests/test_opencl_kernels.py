@@ -31,6 +31,7 @@ from tessera_array.sparse._routing import MATVEC_ROUTING
 
 cl, cla, CTX = _opencl_gate.opencl_context()
 
+from tessera_array.backends._common import Memo
 from tessera_array.backends.opencl import _programs
 from tessera_array.backends.opencl import dot as cl_dot
 from tessera_array.backends.opencl import fft as cl_fft
@@ -99,9 +100,15 @@ def geometry(request, monkeypatch):
     of a GPU (one element or row per work-item), whatever the device: both paths are
     tested on PoCL in CI."""
     monkeypatch.setattr(_programs, "is_cpu", lambda device: request.param == "cpu")
-    for mod in (cl_matvec, cl_sparse, cl_optim):
-        monkeypatch.setattr(mod, "_setup", {})
+    _fresh_plans(monkeypatch)
     return request.param
+
+
+def _fresh_plans(monkeypatch):
+    """Empty (unregistered) plan caches for the launcher modules during one test."""
+    for mod in (cl_matvec, cl_sparse, cl_optim):
+        monkeypatch.setattr(mod, "_setup", Memo(f"opencl.test.{mod.__name__}",
+                                                mod._setup.limit))
 
 
 # ---- programs: cache, errors, capabilities ----------------------------------------
@@ -174,8 +181,7 @@ def test_fp64_needs_cl_khr_fp64():
 def test_launchers_refuse_float64_without_fp64(monkeypatch, call):
     """A device lacking cl_khr_fp64 (monkeypatched) gets a clear error, never a downcast."""
     monkeypatch.setattr(_programs, "_fp64", lambda device: False)
-    for mod in (cl_matvec, cl_sparse, cl_optim):
-        monkeypatch.setattr(mod, "_setup", {})
+    _fresh_plans(monkeypatch)
     rng = np.random.default_rng(2)
     x = dev(rand(rng, (4,), np.float64))
     with pytest.raises(MissingCapabilityError, match=rf"{call}: .*lacks cl_khr_fp64"):

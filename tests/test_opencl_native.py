@@ -24,7 +24,7 @@ import tessera_array as xp
 BACKEND = _gate.require_backend("opencl")
 
 import pyopencl as cl
-from tessera_array.backends.opencl import _fallback, _kernels, set_host_fallback
+from tessera_array.backends.opencl import _fallback, _kernels, _memory, set_host_fallback
 
 DEV = BACKEND.devices()[0]
 HAS_FP64 = BACKEND.capabilities(DEV)["float64"]
@@ -47,7 +47,7 @@ NATIVE_COMPLEX = ("log1p", "expm1", "log2", "log10", "sinh", "cosh", "sin", "cos
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch):
     """Every buffer the backend allocates starts as 0xFF bytes (NaN, -1, True)."""
-    real = _kernels.empty
+    real = _memory.empty
 
     def empty(queue, shape, dtype):
         out = real(queue, shape, dtype)
@@ -55,7 +55,7 @@ def poisoned(monkeypatch):
             cl.enqueue_fill_buffer(queue, out.base_data, np.uint8(0xFF), out.offset, out.nbytes)
         return out
 
-    monkeypatch.setattr(_kernels, "empty", empty)
+    monkeypatch.setattr(_memory, "empty", empty)
     yield
 
 
@@ -228,13 +228,13 @@ def test_gemm_kernels_agree_bit_for_bit(dtype):
     rng = np.random.default_rng(SEED + 16)
     a, b = _cplx(rng, (70, 300), dtype), _cplx(rng, (300, 65), dtype)
     da, db = dev(a)._data, dev(b)._data
-    got = _kernels.to_host(_ops_linalg.matmul(da, db))
-    out = _kernels.empty(da.queue, (70, 65), da.dtype)
+    got = _memory.to_host(_ops_linalg.matmul(da, db))
+    out = _memory.empty(da.queue, (70, 65), da.dtype)
     ctx, opts = _ops_linalg._options("matmul", da)
     knl = _programs.kernel(ctx, "gemm.cl", opts, "tessera_gemm")
     knl(da.queue, (80, 80, 1), (16, 16, 1), 70, 65, 300, out.base_data, da.base_data, 0, 300,
         1, db.base_data, 0, 65, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
-    _same_bits(got, _kernels.to_host(out))
+    _same_bits(got, _memory.to_host(out))
     np.testing.assert_allclose(got, a @ b, rtol=0, atol=RTOL[dtype] * 300 * 4)
 
 
@@ -405,7 +405,7 @@ def split_mode(request, monkeypatch):
     """Split walks as a GPU makes them, here on any device (the device taken for a GPU,
     a small target of work-items), and split again and again (a tiny part size: three
     or more stages)."""
-    monkeypatch.setattr(_kernels, "_CPU_DEV", {xp.zeros(1, device=DEV)._data.queue.device: False})
+    monkeypatch.setattr(_kernels, "is_cpu", lambda device: False)
     monkeypatch.setattr(_kernels, "SPLIT_GPU_ITEMS", 1 << 9)
     if request.param == "deep":
         monkeypatch.setattr(_kernels, "SPLIT_MIN", 2)

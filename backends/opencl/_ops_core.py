@@ -8,18 +8,18 @@ NumPy does; other keys (integer arrays, boolean masks) gather and scatter throug
 from __future__ import annotations
 
 import numpy as np
-import pyopencl.array as cla
+from tessera_array.backends._common import broadcast_shape as _broadcast_shape
 from tessera_array.backends.numpy import _ops as _host_ops
 
-from . import _kernels
+from . import _generate, _kernels, _memory
 from ._fallback import host_fallback
 from ._ops_elementwise import _scalar, _truth, expression
 from ._ops_indexing import getitem_advanced, setitem_advanced
 
 __all__ = ["astype", "copy_into", "getitem", "inplace", "setitem"]
 
-_NATIVE = cla.Array
-_CT = _kernels.CTYPE
+_NATIVE = _memory.NATIVE
+_CT = _generate.CTYPE
 _SIGNED = {"char": "uchar", "short": "ushort", "int": "uint", "long": "ulong"}
 _REAL_OF = {"float2": "float", "double2": "double"}
 
@@ -99,7 +99,7 @@ def copy_into(dst, src) -> None:
         expr = "a0"
     else:
         if src.shape != dst.shape and \
-                _kernels.broadcast_shape((dst.shape, src.shape)) != dst.shape:
+                _broadcast_shape((dst.shape, src.shape)) != dst.shape:
             raise ValueError(
                 f"could not broadcast input array from shape {src.shape} into shape "
                 f"{dst.shape}"
@@ -124,13 +124,13 @@ def _unaliased(dst, src):
     if src.base_data is not None and dst.base_data is not None and \
             src.base_data.int_ptr == dst.base_data.int_ptr and (
             src.offset != dst.offset or src.strides != dst.strides or src.shape != dst.shape):
-        return _kernels.contiguous(_copy(src))
+        return _memory.contiguous(_copy(src))
     return src
 
 
 def _copy(a):
-    out = _kernels.empty(a.queue, a.shape, a.dtype)
-    _kernels.copy_into(out, a)
+    out = _memory.empty(a.queue, a.shape, a.dtype)
+    _memory.copy_into(out, a)
     return out
 
 
@@ -174,7 +174,7 @@ def basic_view(a, key):
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
             return None
         explicit += 1
-    off, strides = _kernels.layout(a)
+    off, strides = _memory.layout(a)
     shape = a.shape
     out_shape, out_strides = [], []
     dim = 0
@@ -215,7 +215,7 @@ def basic_view(a, key):
         out_shape.append(shape[dim])
         out_strides.append(strides[dim])
         dim += 1
-    return carry_readonly(a, _kernels.view(a, tuple(out_shape), tuple(out_strides), off))
+    return carry_readonly(a, _memory.view(a, tuple(out_shape), tuple(out_strides), off))
 
 
 def getitem(a, key):
@@ -280,7 +280,7 @@ def inplace(name: str, a, b) -> bool:
         if b.dtype != a.dtype:
             return False
         try:
-            if _kernels.broadcast_shape((a.shape, b.shape)) != a.shape:
+            if _broadcast_shape((a.shape, b.shape)) != a.shape:
                 return False
         except ValueError:
             return False

@@ -12,13 +12,13 @@ import math
 import numpy as np
 from tessera_array.backends.numpy import _ops as _host_ops
 
-from . import _kernels
+from . import _generate, _kernels, _memory
 from ._fallback import host_fallback
 from ._ops_elementwise import _scalar
 
 __all__ = ["arange", "empty", "eye", "full", "linspace", "ones", "tril", "triu", "zeros"]
 
-_CT = _kernels.CTYPE
+_CT = _generate.CTYPE
 
 
 def _ct(npdt) -> str:
@@ -26,7 +26,7 @@ def _ct(npdt) -> str:
 
 
 def empty(shape: tuple, *, dtype, device=None):
-    return _kernels.empty(_kernels.queue_of(device), shape, dtype._np)
+    return _memory.empty(_memory.device_queue(device), shape, dtype._np)
 
 
 def full(shape: tuple, fill_value, *, dtype, device=None):
@@ -34,7 +34,7 @@ def full(shape: tuple, fill_value, *, dtype, device=None):
     npdt = dtype._np
     with np.errstate(over="ignore"):  # a float beyond float32 rounds to inf (IEEE 754)
         value = _scalar(fill_value, npdt)
-    return _kernels.launch_map(_kernels.queue_of(device), "a0", None, [value], _ct(npdt),
+    return _kernels.launch_map(_memory.device_queue(device), "a0", None, [value], _ct(npdt),
                                shape=shape)
 
 
@@ -54,7 +54,7 @@ _linspace_host = host_fallback("linspace[complex, devices without float64]",
 def arange(start, /, stop, step, *, dtype, device=None):
     """NumPy's values: integers exact (modulo 2**64), floats ``start + i*delta``."""
     npdt = dtype._np
-    q = _kernels.queue_of(device)
+    q = _memory.device_queue(device)
     t = _ct(npdt)
     if npdt.kind in "iu":
         n = len(range(start, stop, step))
@@ -103,7 +103,7 @@ def linspace(start, stop, /, num: int, *, dtype, device=None, endpoint: bool = T
     if endpoint and num > 1:
         value = f"i == n - 1 ? ({t})a1 : {value}"
     return _kernels.launch_map(
-        _kernels.queue_of(device), value, None,
+        _memory.device_queue(device), value, None,
         [np.float64(start), np.float64(stop), np.float64(max(div, 1)), np.float64(delta)],
         t, shape=(num,),
     )
@@ -127,7 +127,7 @@ def _clamp_k(rows: int, cols: int, k: int) -> int:
 def eye(n_rows: int, n_cols: int, /, *, k: int = 0, dtype, device=None):
     t = _ct(dtype._np)
     k = _clamp_k(n_rows, n_cols, k)
-    return _kernels.launch_map(_kernels.queue_of(device), _from_int(t, "i % a0 == i / a0 + a1"),
+    return _kernels.launch_map(_memory.device_queue(device), _from_int(t, "i % a0 == i / a0 + a1"),
                                None, [np.int64(max(n_cols, 1)), np.int64(k)], t,
                                shape=(n_rows, n_cols))
 

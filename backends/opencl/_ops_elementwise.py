@@ -15,11 +15,13 @@ name is listed by ``host_fallbacks()``.
 from __future__ import annotations
 
 import numpy as np
-import pyopencl.array as cla
+from tessera_array.backends._common import broadcast_shape as _broadcast_shape
+from tessera_array.backends._common import memo
 from tessera_array.backends.numpy import _ops as _host_ops
 
-from . import _kernels
+from . import _generate, _kernels, _memory
 from ._fallback import host_fallback
+from ._families import add_families
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
@@ -34,8 +36,8 @@ __all__ = [
     "tanh", "trunc", "where",
 ]
 
-_NATIVE = cla.Array
-_CT = _kernels.CTYPE
+_NATIVE = _memory.NATIVE
+_CT = _generate.CTYPE
 _SIGNED = {"char": "uchar", "short": "ushort", "int": "uint", "long": "ulong"}
 _UNSIGNED = ("uchar", "ushort", "uint", "ulong")
 _INTS = tuple(_SIGNED) + _UNSIGNED
@@ -318,8 +320,8 @@ def _scalar(value, dtype):
     return dtype.type(value)
 
 
-_EXPR_CACHE: dict = {}
-_FALLBACK: dict = {}
+_EXPR_CACHE = memo("opencl.elementwise.expressions")  # (op, C type) -> its spec or None
+_FALLBACK = memo("opencl.elementwise.fallbacks")  # op -> its listed host fallback
 _ALL_CT = ("bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float",
            "double", "float2", "double2")
 _KIND_OF = {"bool": "b", "float": "f", "double": "f", "float2": "c", "double2": "c"}
@@ -347,7 +349,7 @@ def _kind(t):
 def _host_dtypes(name) -> list:
     """The dtypes reaching op ``name`` that have no expression (they run on the host)."""
     kinds = _REACHES.get(name, "biufc")
-    return [_kernels._NP_OF[t].name for t in _ALL_CT
+    return [_generate.NP_OF[t].name for t in _ALL_CT
             if _kind(t) in kinds and expression(name, t) is None]
 
 
@@ -394,7 +396,7 @@ def _binary(name):
         if a.__class__ is _NATIVE:
             arr = a
             shape = a.shape if b.__class__ is not _NATIVE else \
-                _kernels.broadcast_shape((a.shape, b.shape))
+                _broadcast_shape((a.shape, b.shape))
         else:
             arr = b
             shape = b.shape
@@ -498,7 +500,7 @@ def pow(a, b, /):
             from ._ops_reductions import any as _any
 
             neg = _kernels.launch_map(b.queue, "a0 < 0", None, [b], "bool", shape=b.shape)
-            bad = bool(_kernels.to_host(_any(neg))[()])
+            bad = bool(_memory.to_host(_any(neg))[()])
         else:
             bad = b < 0
         if bad:
@@ -526,7 +528,7 @@ def where(condition, a, b, /):
             f"x2 of type {type(b).__name__}"
         )
     shapes = [condition.shape] + [v.shape for v in (a, b) if v.__class__ is _NATIVE]
-    shape = _kernels.broadcast_shape(shapes)
+    shape = _broadcast_shape(shapes)
     dt = arr.dtype
     x = a if a.__class__ is _NATIVE else _scalar(a, dt)
     y = b if b.__class__ is _NATIVE else _scalar(b, dt)
@@ -556,7 +558,7 @@ def clip(a, lo, hi):
             expr = f"(isnan(a{j}) ? a{j} : (({expr}) {cmp} a{j} ? a{j} : ({expr})))"
         else:
             expr = f"(({expr}) {cmp} a{j} ? a{j} : ({expr}))"
-    shape = _kernels.broadcast_shape(shapes)
+    shape = _broadcast_shape(shapes)
     if t in _FLOATS:
         expr = f"isnan(a0) ? a0 : {expr}"
     return _kernels.launch_map(a.queue, expr, None, ops, t, shape=shape)
@@ -566,7 +568,7 @@ def clip(a, lo, hi):
 
 
 def _families():
-    """Three programs per dtype (see :mod:`._kernels`): its unary ops, its binary ops
+    """Three programs per dtype (see :mod:`._families`): its unary ops, its binary ops
     with ``where``, and its casts to every dtype. A cold build of one holds the kernels
     its neighbours in a test or a program will ask for next."""
     from ._ops_core import cast_expression
@@ -578,20 +580,20 @@ def _families():
         for name in _UNARY_OPS:
             spec = _expr(name, t)
             if spec is not None:
-                unary.append(_kernels.map_member(spec[0], spec[1], (ct,), spec[2]))
+                unary.append(_generate.map_member(spec[0], spec[1], (ct,), spec[2]))
         if t in _SIGNED:
-            unary.append(_kernels.map_member("a0 < 0", "bool", (ct,)))  # pow's check
+            unary.append(_generate.map_member("a0 < 0", "bool", (ct,)))  # pow's check
         for name in _BINARY_OPS:
             spec = _expr(name, t)
             if spec is not None:
-                binary.append(_kernels.map_member(spec[0], spec[1], (ct, ct), spec[2]))
-        binary.append(_kernels.map_member("a0 ? a1 : a2", t, ("uchar", ct, ct)))
+                binary.append(_generate.map_member(spec[0], spec[1], (ct, ct), spec[2]))
+        binary.append(_generate.map_member("a0 ? a1 : a2", t, ("uchar", ct, ct)))
         for d in _ALL_CT:
             expr = cast_expression(t, d)
             if expr is not None:
-                casts.append(_kernels.map_member(expr, d, (ct,)))
+                casts.append(_generate.map_member(expr, d, (ct,)))
         out += [unary, binary, casts]
     return out
 
 
-_kernels.add_families(_families)
+add_families(_families)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyopencl as cl
-import pyopencl.array as cla
+from tessera_array.backends._common import broadcast_shape as _broadcast_shape
+from tessera_array.backends._common import c_strides
 
-from . import _kernels, _programs
+from . import _generate, _kernels, _memory, _programs
 
 __all__ = ["nonzero", "searchsorted", "take", "take_along_axis"]
 
-_NATIVE = cla.Array
+_NATIVE = _memory.NATIVE
 _I64 = np.dtype(np.int64)
 _MOVE_T = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
 _SEARCH_FLAGS = {"f": ("-DTESSERA_FLOAT",), "c": ("-DTESSERA_COMPLEX",)}
@@ -35,15 +36,15 @@ def _move_kernel(queue, itemsize: int, name: str):
     return _programs.kernel(queue.context, "gather.cl", (f"-DT={_MOVE_T[itemsize]}",), name)
 
 
-def _plan_buffer(queue, plan) -> cla.Array:
-    return _kernels.to_device(queue, np.asarray(plan, dtype=np.int64))
+def _plan_buffer(queue, plan):
+    return _memory.to_device(queue, np.asarray(plan, dtype=np.int64))
 
 
 def _as_index(a):
     """``a`` as an int64 buffer (a view where it already is one)."""
     if a.dtype == _I64:
         return a
-    out = _kernels.empty(a.queue, a.shape, _I64)
+    out = _memory.empty(a.queue, a.shape, _I64)
     _cast_into(out, a)
     return out
 
@@ -98,7 +99,7 @@ def _expand(a, key):
                 axis += n
             continue
         if it.__class__ is bool:
-            idx = _kernels.to_device(a.queue, np.zeros(1 if it else 0, np.int64))
+            idx = _memory.to_device(a.queue, np.zeros(1 if it else 0, np.int64))
             out.append(("mask", 0, (idx,)))
             continue
         if it.__class__ is _NATIVE and it.dtype.char == "?":
@@ -120,7 +121,7 @@ def _expand(a, key):
 def make_plan(a, key):
     """The plan of ``a[key]`` for a key holding index arrays, masks or Python bools."""
     items = _expand(a, key)
-    off, st = _kernels.layout(a)
+    off, st = _memory.layout(a)
     # Basic output dims and advanced items (ints count as 0-d index arrays for
     # NumPy's adjacency rule); advanced: (key position, buffer or int, size, stride).
     basic = []  # (key position, dim, source stride)
@@ -158,7 +159,7 @@ def make_plan(a, key):
         pos += 1
     bufs = [(b, size, stride) for _, b, size, stride in adv if b is not None]
     try:
-        bshape = _kernels.broadcast_shape([b.shape for b, _, _ in bufs])
+        bshape = _broadcast_shape([b.shape for b, _, _ in bufs])
     except ValueError as err:
         _host_raise(a, key)
         raise IndexError(f"the index arrays do not broadcast: {err}") from err
@@ -178,19 +179,19 @@ def make_plan(a, key):
     index = []
     if len(bufs) == 1:
         b = _as_index(bufs[0][0])
-        strides = [0] * lo + (_kernels._strides_for(b, bshape) if nb else []) + pad
-        index.append((bufs[0][1], bufs[0][2], _kernels.layout(b)[0], strides))
+        strides = [0] * lo + (_memory.strides_for(b, bshape) if nb else []) + pad
+        index.append((bufs[0][1], bufs[0][2], _memory.layout(b)[0], strides))
         idx = b
     else:
         # Every index array cast to int64 and broadcast into one (J,) + bshape buffer.
         m = 1
         for d in bshape:
             m *= d
-        idx = _kernels.empty(a.queue, (len(bufs),) + bshape, _I64)
-        cst = _c_strides(bshape)
+        idx = _memory.empty(a.queue, (len(bufs),) + bshape, _I64)
+        cst = c_strides(bshape)
         for j, (b, size, stride) in enumerate(bufs):
             if m:
-                _cast_into(_kernels.view(idx, bshape, cst, j * m), b)
+                _cast_into(_memory.view(idx, bshape, cst, j * m), b)
             index.append((size, stride, j * m, [0] * lo + cst + pad))
     return _Plan(shape, off, sstrides, index, idx)
 
@@ -207,21 +208,21 @@ def _host_key(key):
     if key.__class__ is tuple:
         return tuple(_host_key(k) for k in key)
     if key.__class__ is _NATIVE:
-        return _kernels.to_host(key)
+        return _memory.to_host(key)
     return key
 
 
 def offsets(queue, plan, *, on_error):
     """The int64 source offsets (a buffer of ``plan.shape``) of the plan's elements;
     ``on_error()`` raises when an index is out of range (a device flag read back once)."""
-    out = _kernels.empty(queue, plan.shape, _I64)
+    out = _memory.empty(queue, plan.shape, _I64)
     n = out.size
     if n == 0:
         return out
     plan_l = [len(plan.shape), len(plan.index), plan.base] + list(plan.shape) + plan.sstrides
     for size, sstride, ioff, strides in plan.index:
         plan_l += [size, sstride, ioff] + list(strides)
-    bad = _kernels.empty(queue, (1,), np.dtype(np.int32))
+    bad = _memory.empty(queue, (1,), np.dtype(np.int32))
     _programs.zero_fill(queue, bad)
     knl = _programs.kernel(queue.context, "gather.cl", ("-DT=ulong",), "tessera_offsets")
     pbuf = _plan_buffer(queue, plan_l)
@@ -234,20 +235,11 @@ def offsets(queue, plan, *, on_error):
     return out
 
 
-def _c_strides(shape):
-    st = [0] * len(shape)
-    acc = 1
-    for i in reversed(range(len(shape))):
-        st[i] = acc
-        acc *= shape[i]
-    return st
-
-
 def getitem_advanced(a, key):
     """``a[key]`` for a key with index arrays or masks (a new buffer)."""
     plan = make_plan(a, key)
     offs = offsets(a.queue, plan, on_error=lambda: _host_raise(a, key))
-    out = _kernels.empty(a.queue, plan.shape, a.dtype)
+    out = _memory.empty(a.queue, plan.shape, a.dtype)
     n = out.size
     if n:
         knl = _move_kernel(a.queue, a.dtype.itemsize, "tessera_take")
@@ -263,12 +255,12 @@ def setitem_advanced(a, key, value) -> bool:
     n = offs.size
     if not n:
         return True
-    val = _kernels.empty(a.queue, plan.shape, a.dtype)
+    val = _memory.empty(a.queue, plan.shape, a.dtype)
     if value.__class__ is _NATIVE:
         while len(value.shape) > len(plan.shape) and value.shape[0] == 1:
             value = value.reshape(value.shape[1:])  # NumPy drops leading length-1 axes
         try:
-            fits = _kernels.broadcast_shape((plan.shape, value.shape)) == plan.shape
+            fits = _broadcast_shape((plan.shape, value.shape)) == plan.shape
         except ValueError:
             fits = False
         if not fits:
@@ -276,7 +268,7 @@ def setitem_advanced(a, key, value) -> bool:
                 f"shape mismatch: value array of shape {_np_shape(value.shape)} could not be "
                 f"broadcast to indexing result of shape {_np_shape(plan.shape)}"
             )
-        _kernels.copy_into(val, value)
+        _memory.copy_into(val, value)
     else:
         from ._ops_elementwise import _scalar
 
@@ -295,7 +287,7 @@ def _np_shape(shape) -> str:
 
 
 def _ct(dt) -> str:
-    return "bool" if dt.char == "?" else _kernels.CTYPE[dt.char]
+    return "bool" if dt.char == "?" else _generate.CTYPE[dt.char]
 
 
 # ---- take, take_along_axis ----------------------------------------------------------------
@@ -306,7 +298,7 @@ def _take_error(name, a, indices, axis):
         from tessera_array.backends.numpy import _ops as host
 
         stand_in = np.broadcast_to(np.zeros((), a.dtype), a.shape)
-        getattr(host, name)(stand_in, _kernels.to_host(indices), axis=axis)
+        getattr(host, name)(stand_in, _memory.to_host(indices), axis=axis)
         raise AssertionError(f"{name}: expected an IndexError")
 
     return raise_
@@ -335,23 +327,23 @@ def take_along_axis(a, indices, axis=-1):
         axis = 0
     nd = len(src.shape)
     axis %= nd
-    shape = list(_kernels.broadcast_shape((src.shape[:axis] + (1,) + src.shape[axis + 1:],
+    shape = list(_broadcast_shape((src.shape[:axis] + (1,) + src.shape[axis + 1:],
                                            indices.shape[:axis] + (1,)
                                            + indices.shape[axis + 1:])))
     shape[axis] = indices.shape[axis]
-    off, st = _kernels.layout(src)
+    off, st = _memory.layout(src)
     sstrides = [0 if d == axis or src.shape[d] == 1 else st[d] for d in range(nd)]
     idx = _as_index(indices)
-    istr = _kernels._strides_for(idx, tuple(shape))
+    istr = _memory.strides_for(idx, tuple(shape))
     plan = _Plan(shape, off, sstrides,
-                 [(src.shape[axis], st[axis], _kernels.layout(idx)[0], istr)], idx)
+                 [(src.shape[axis], st[axis], _memory.layout(idx)[0], istr)], idx)
     return _gather(src, plan, _take_error("take_along_axis", a, indices,
                                           None if a is not src else axis))
 
 
 def _gather(a, plan, on_error):
     offs = offsets(a.queue, plan, on_error=on_error)
-    out = _kernels.empty(a.queue, plan.shape, a.dtype)
+    out = _memory.empty(a.queue, plan.shape, a.dtype)
     n = out.size
     if n:
         knl = _move_kernel(a.queue, a.dtype.itemsize, "tessera_take")
@@ -375,19 +367,19 @@ def nonzero(a):
     n = a.size
     R = len(a.shape)
     if n == 0:
-        out = _kernels.empty(q, (R, 0), _I64)
+        out = _memory.empty(q, (R, 0), _I64)
         return tuple(_row(out, d, 0) for d in range(R))
-    flags = _kernels.empty(q, a.shape, _I64)
-    t = "bool" if a.dtype.char == "?" else _kernels.CTYPE[a.dtype.char]
+    flags = _memory.empty(q, a.shape, _I64)
+    t = "bool" if a.dtype.char == "?" else _generate.CTYPE[a.dtype.char]
     _kernels.launch_map(q, f"(long){_truth(t, 'a0')}", flags, [a], "long")
     flat = flags.reshape((n,))
     scan = _count_scan(flat)
     total = np.empty(1, np.int64)
     cl.enqueue_copy(q, total, scan.base_data, src_offset=scan.offset + (n - 1) * 8)
     total = int(total[0])
-    out = _kernels.empty(q, (R, total), _I64)
+    out = _memory.empty(q, (R, total), _I64)
     if total:
-        dims = _kernels.to_device(q, np.asarray(a.shape, np.int64))
+        dims = _memory.to_device(q, np.asarray(a.shape, np.int64))
         knl = _programs.kernel(q.context, "gather.cl", ("-DT=ulong",), "tessera_nonzero")
         _kernels.launch_1d(knl, q, n, [np.int64(n), np.int32(R), dims.base_data,
                                        scan.base_data, np.int64(total), out.base_data])
@@ -395,7 +387,7 @@ def nonzero(a):
 
 
 def _row(out, d, total):
-    return _kernels.view(out, (total,), (1,), d * total)
+    return _memory.view(out, (total,), (1,), d * total)
 
 
 def _count_scan(flat):
@@ -404,17 +396,17 @@ def _count_scan(flat):
     if n <= _SCAN_ROW:
         return _kernels.launch_scan(flat, 0, "long", "0", "acc += v;", False)
     rows = -(-n // _SCAN_ROW)
-    pad = _kernels.empty(flat.queue, (rows * _SCAN_ROW,), _I64)
+    pad = _memory.empty(flat.queue, (rows * _SCAN_ROW,), _I64)
     _programs.zero_fill(flat.queue, pad)
-    _kernels.copy_into(_kernels.view(pad, (n,), (1,), 0), flat)
+    _memory.copy_into(_memory.view(pad, (n,), (1,), 0), flat)
     part = _kernels.launch_scan(pad.reshape((rows, _SCAN_ROW)), 1, "long", "0", "acc += v;",
                                 False)
-    last = _kernels.view(part, (rows,), (_SCAN_ROW,), _SCAN_ROW - 1)
+    last = _memory.view(part, (rows,), (_SCAN_ROW,), _SCAN_ROW - 1)
     tot = _kernels.launch_scan(last, 0, "long", "0", "acc += v;", True)  # exclusive in front
     # part[r, :] += tot[r] (the sum of the rows before r).
-    before = _kernels.view(tot, (rows, _SCAN_ROW), (1, 0), 0)
+    before = _memory.view(tot, (rows, _SCAN_ROW), (1, 0), 0)
     _kernels.launch_map(flat.queue, "a0 + a1", part, [part, before], "long")
-    return _kernels.view(part, (n,), (1,), 0)
+    return _memory.view(part, (n,), (1,), 0)
 
 
 # ---- searchsorted -------------------------------------------------------------------------
@@ -429,7 +421,7 @@ def searchsorted(a, v, side="left", sorter=None):
 
         v = _kernels.launch_map(q, "a0", None, [_scalar(v, a.dtype)], _ct(a.dtype),
                                 shape=())
-    out = _kernels.empty(q, v.shape, _I64)
+    out = _memory.empty(q, v.shape, _I64)
     n = out.size
     if not n:
         return out
@@ -439,13 +431,13 @@ def searchsorted(a, v, side="left", sorter=None):
     if a.dtype.char in "dD":
         opts.append("-DTESSERA_FP64")
     knl = _programs.kernel(q.context, "gather.cl", tuple(opts), "tessera_search")
-    ao, ast = _kernels.layout(a)
-    vo, vst = _kernels.layout(v)
-    vplan = _kernels.to_device(q, np.asarray(list(v.shape) + list(vst) or [0], np.int64))
+    ao, ast = _memory.layout(a)
+    vo, vst = _memory.layout(v)
+    vplan = _memory.to_device(q, np.asarray(list(v.shape) + list(vst) or [0], np.int64))
     if sorter is not None:
         s = _as_index(sorter)
         _check_sorter(a, v, side, sorter, s)
-        so, sst = _kernels.layout(s)
+        so, sst = _memory.layout(s)
         sbuf, use = s.base_data, 1
     else:
         sbuf, so, sst, use = out.base_data, 0, (0,), 0
@@ -464,9 +456,9 @@ def _check_sorter(a, v, side, sorter, s) -> None:
 
     bad = _kernels.launch_map(a.queue, "a0 < 0 || a0 >= a1", None, [s, np.int64(a.shape[0])],
                               "bool", shape=s.shape)
-    if bool(_kernels.to_host(_any(bad))[()]):
+    if bool(_memory.to_host(_any(bad))[()]):
         from tessera_array.backends.numpy import _ops as host
 
-        hv = _kernels.to_host(v)
-        host.searchsorted(_kernels.to_host(a), hv, side=side, sorter=_kernels.to_host(sorter))
+        hv = _memory.to_host(v)
+        host.searchsorted(_memory.to_host(a), hv, side=side, sorter=_memory.to_host(sorter))
         raise AssertionError("searchsorted: expected a ValueError for the sorter")

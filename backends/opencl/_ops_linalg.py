@@ -45,9 +45,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from tessera_array.backends._common import broadcast_shape as _broadcast_shape
+from tessera_array.backends._common import from_text, memo
 from tessera_array.backends.numpy import _ops as _host_ops
 
-from . import _kernels, _programs
+from . import _compile, _generate, _kernels, _memory, _programs
 from . import dot as _dot
 from . import matvec as _matvec
 from ._fallback import host_fallback
@@ -55,9 +57,9 @@ from ._ops_manipulation import broadcast_to, expand_dims, moveaxis, squeeze
 
 __all__ = ["matmul", "matrix_norm", "vecdot", "vector_norm"]
 
-_CT = _kernels.CTYPE
+_CT = _generate.CTYPE
 _SIGNED = {"char": "uchar", "short": "ushort", "int": "uint", "long": "ulong"}
-_CACHE: dict = {}
+_sources = memo("opencl.linalg.int_matmul_sources")  # (C type, batch axes) -> KernelSource
 
 
 def _step(t: str):
@@ -85,7 +87,7 @@ def _source(t: str, nb: int) -> str:
     body += [f"  {acc_t} acc = {init};", "  for (long q = 0; q < K; ++q) {",
              f"    {ct} x = pa[oa + q * ak];", f"    {ct} y = pb[ob + q * bk];",
              f"    {step}", "  }", f"  out[i] = {final};"]
-    return (_kernels._head([ct]) + "\n__kernel void tmatmul(" + ", ".join(params)
+    return (_generate.head([ct]) + "\n__kernel void tmatmul(" + ", ".join(params)
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 
 
@@ -99,7 +101,7 @@ def _options(func, a):
     return ctx, hit
 
 
-_OPTS: dict = {}
+_OPTS = memo("opencl.linalg.gemm_options")  # (context, dtype char) -> gemm.cl's -D options
 _MAXB = 4  # batch axes the gemm.cl kernels index (more are collapsed by a copy first)
 
 
@@ -110,7 +112,7 @@ def _batch_args(batch, views):
     dims = [1] * pad + list(batch)
     out = []
     for v in views:
-        st = _kernels._strides_for(v, batch) if batch else []
+        st = _memory.strides_for(v, batch) if batch else []
         out.append([0] * pad + list(st))
     return dims, out
 
@@ -119,8 +121,8 @@ def _collapse(a, batch, tail: int):
     """``a`` broadcast to ``batch`` + its last ``tail`` axes and copied C-contiguous, as a
     (prod(batch), ...) buffer: for stacks of more than :data:`_MAXB` batch axes."""
     shape = tuple(batch) + tuple(a.shape[len(a.shape) - tail:])
-    out = _kernels.empty(a.queue, shape, a.dtype)
-    _kernels.copy_into(out, broadcast_to(a, shape))
+    out = _memory.empty(a.queue, shape, a.dtype)
+    _memory.copy_into(out, broadcast_to(a, shape))
     z = 1
     for d in batch:
         z *= d
@@ -147,8 +149,8 @@ def matmul(a, b):
         return squeeze(out, (nd - 2,) if na == 1 else (nd - 1,))
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    batch = _kernels.broadcast_shape((a.shape[:-2], b.shape[:-2]))
-    out = _kernels.empty(a.queue, batch + (M, N), a.dtype)
+    batch = _broadcast_shape((a.shape[:-2], b.shape[:-2]))
+    out = _memory.empty(a.queue, batch + (M, N), a.dtype)
     if out.size:
         if len(batch) > _MAXB:
             a, b = _collapse(a, batch, 2), _collapse(b, batch, 2)
@@ -156,8 +158,8 @@ def matmul(a, b):
         else:
             zb = batch
         ctx, opts = _options("matmul", a)
-        ao, ast = _kernels.layout(a)
-        bo, bst = _kernels.layout(b)
+        ao, ast = _memory.layout(a)
+        bo, bst = _memory.layout(b)
         dims, (sa, sb) = _batch_args(zb, (_batch_view(a), _batch_view(b)))
         z = out.size // (M * N)
         args = (M, N, K, out.base_data, a.base_data, ao, ast[-2], ast[-1], b.base_data, bo,
@@ -188,21 +190,21 @@ def matmul_native(a, b):
         drop.append(-1)
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    batch = _kernels.broadcast_shape((a.shape[:-2], b.shape[:-2]))
-    out = _kernels.empty(a.queue, batch + (M, N), a.dtype)
+    batch = _broadcast_shape((a.shape[:-2], b.shape[:-2]))
+    out = _memory.empty(a.queue, batch + (M, N), a.dtype)
     n = out.size
     if n:
         t = "bool" if a.dtype.char == "?" else _CT[a.dtype.char]
         nb = len(batch)
         key = (t, nb)
-        src = _CACHE.get(key)
+        src = _sources.get(key)
         if src is None:
-            src = _CACHE[key] = _source(t, nb)
-        knl = _kernels.kernel(a.queue.context, src, "tmatmul")
-        ao, ast = _kernels.layout(a)
-        bo, bst = _kernels.layout(b)
-        sa = _kernels._strides_for(_batch_view(a), batch) if nb else []
-        sb = _kernels._strides_for(_batch_view(b), batch) if nb else []
+            src = _sources[key] = from_text(_source(t, nb))
+        knl = _compile.generated_kernel(a.queue.context, src, "tmatmul")
+        ao, ast = _memory.layout(a)
+        bo, bst = _memory.layout(b)
+        sa = _memory.strides_for(_batch_view(a), batch) if nb else []
+        sb = _memory.strides_for(_batch_view(b), batch) if nb else []
         args = [np.int64(v) for v in (n, M, N, K)] + [out.base_data, a.base_data]
         args += [np.int64(v) for v in (ao, ast[-2], ast[-1])] + [b.base_data]
         args += [np.int64(v) for v in (bo, bst[-2], bst[-1])]
@@ -216,8 +218,8 @@ def matmul_native(a, b):
 
 def _batch_view(a):
     """``a``'s leading (stack) axes as a view, for their broadcast strides."""
-    off, st = _kernels.layout(a)
-    return _kernels.view(a, a.shape[:-2], st[:-2], off)
+    off, st = _memory.layout(a)
+    return _memory.view(a, a.shape[:-2], st[:-2], off)
 
 
 def vecdot(a, b, axis: int = -1):
@@ -248,7 +250,7 @@ _REAL = {"float": "float", "double": "double", "float2": "float", "double2": "do
 
 
 def _has_fp64(a) -> bool:
-    dev = _kernels.QUEUE_DEVICE[a.queue]
+    dev = _memory.QUEUE_DEVICE[a.queue]
     return dev._backend.capabilities(dev)["float64"]
 
 
@@ -257,10 +259,10 @@ def _norm_reduce(a, axes, keepdims, acc, init, step, final="acc", decl="", merge
     as NumPy's): ``v`` is the element, ``t`` its magnitude (declared by the step)."""
     nd = len(a.shape)
     axes = tuple(range(nd)) if axes is None else tuple(sorted(axes))
-    t = _kernels.CTYPE[a.dtype.char]
+    t = _generate.CTYPE[a.dtype.char]
     r = _REAL[t]
     if not axes:  # nothing reduced: each element is its own reduction
-        src = _kernels.contiguous(a).reshape(a.shape + (1,))
+        src = _memory.contiguous(a).reshape(a.shape + (1,))
         return _kernels.launch_reduce(src, (nd,), r, acc, init, step, final, decl=decl)
     out = _kernels.launch_reduce(a, axes, r, acc, init, step, final, decl=decl, merge=merge)
     if keepdims:
@@ -270,7 +272,7 @@ def _norm_reduce(a, axes, keepdims, acc, init, step, final="acc", decl="", merge
 
 def _mag(a) -> str:
     """The C statement declaring ``t = |v|`` for ``a``'s element type."""
-    t = _kernels.CTYPE[a.dtype.char]
+    t = _generate.CTYPE[a.dtype.char]
     r = _REAL[t]
     return f"{r} t = hypot(v.x, v.y);" if t in ("float2", "double2") else f"{r} t = fabs(v);"
 
@@ -280,7 +282,7 @@ def _two_norm(a, axes, keepdims):
     (no overflow or underflow is possible there); float64 data runs LAPACK's scaled
     sum (scale = the largest |v| so far, ssq = sum (|v| / scale)**2), so no square
     overflows or underflows; NaN and inf propagate as in NumPy."""
-    t = _kernels.CTYPE[a.dtype.char]
+    t = _generate.CTYPE[a.dtype.char]
     r = _REAL[t]
     if r == "float" and _has_fp64(a):
         if t == "float2":
@@ -304,7 +306,7 @@ def _two_norm(a, axes, keepdims):
 
 def vector_norm(a, axis=None, keepdims: bool = False, ord=2):
     """The ``ord``-norm over ``axis`` (None or a tuple of non-negative ints); real result."""
-    t = _kernels.CTYPE[a.dtype.char]
+    t = _generate.CTYPE[a.dtype.char]
     r = _REAL[t]
     wide = "double" if r == "float" and _has_fp64(a) else r
     if ord == 2:
@@ -363,10 +365,10 @@ def matrix_norm(a, keepdims: bool = False, ord="fro"):
     if ord in ("nuc", 2, -2):
         return _matrix_norm_host(a, keepdims, ord)
     m, n = a.shape[-2:]
-    r = _REAL[_kernels.CTYPE[a.dtype.char]]
+    r = _REAL[_generate.CTYPE[a.dtype.char]]
     if m == 0 or n == 0:
-        out = _kernels.empty(a.queue, a.shape[:-2] + ((1, 1) if keepdims else ()),
-                             _kernels._NP_OF[r])
+        out = _memory.empty(a.queue, a.shape[:-2] + ((1, 1) if keepdims else ()),
+                             _generate.NP_OF[r])
         _programs.zero_fill(a.queue, out)
         return out
     if ord == "fro":

@@ -9,9 +9,10 @@ read-only, as NumPy's are, and so is every view of them (see ``_ops_core``).
 
 from __future__ import annotations
 
-import pyopencl.array as cla
+from tessera_array.backends._common import broadcast_shape as _broadcast_shape
+from tessera_array.backends._common import c_strides
 
-from . import _kernels
+from . import _memory
 from ._ops_core import carry_readonly, copy_into, mark_readonly
 
 __all__ = [
@@ -37,19 +38,19 @@ __all__ = [
     "unstack",
 ]
 
-_NATIVE = cla.Array
+_NATIVE = _memory.NATIVE
 
 
 def _strided(a, shape, strides, off=None):
     """A view of ``a``'s buffer (read-only when ``a`` is)."""
     if off is None:
-        off = _kernels.layout(a)[0]
-    return carry_readonly(a, _kernels.view(a, tuple(shape), tuple(strides), off))
+        off = _memory.layout(a)[0]
+    return carry_readonly(a, _memory.view(a, tuple(shape), tuple(strides), off))
 
 
 def permute_dims(a, axes: tuple):
     """A view of ``a`` with its axes permuted."""
-    off, st = _kernels.layout(a)
+    off, st = _memory.layout(a)
     return _strided(a, [a.shape[i] for i in axes], [st[i] for i in axes], off)
 
 
@@ -70,7 +71,7 @@ def moveaxis(a, source: tuple, destination: tuple):
 
 def flip(a, axis=None):
     """A reversed view of ``a`` along ``axis`` (a tuple of axes, or None for all)."""
-    off, st = _kernels.layout(a)
+    off, st = _memory.layout(a)
     st = list(st)
     axes = range(len(a.shape)) if axis is None else axis
     for ax in axes:
@@ -81,15 +82,6 @@ def flip(a, axis=None):
     return _strided(a, a.shape, st, off)
 
 
-def _c_strides(shape):
-    st = [0] * len(shape)
-    acc = 1
-    for i in reversed(range(len(shape))):
-        st[i] = acc
-        acc *= shape[i]
-    return st
-
-
 def reshape(a, shape: tuple, copy=None):
     """``a`` with a new ``shape``: a view of a C-contiguous buffer; ``copy=False``
     raises ValueError if a copy is needed."""
@@ -98,12 +90,12 @@ def reshape(a, shape: tuple, copy=None):
             raise ValueError(
                 f"reshape: a copy is needed to give this array the shape {shape}, and "
                 f"copy=False forbids one. Received: x.shape={a.shape}, "
-                f"x.strides={_kernels.layout(a)[1]}"
+                f"x.strides={_memory.layout(a)[1]}"
             )
         a = _copy(a)
     elif copy:
         a = _copy(a)
-    return _strided(a, shape, _c_strides(shape))
+    return _strided(a, shape, c_strides(shape))
 
 
 def _is_c_contiguous(a) -> bool:
@@ -111,7 +103,7 @@ def _is_c_contiguous(a) -> bool:
     if a.flags.c_contiguous:
         return True
     expect = 1
-    for n, s in zip(reversed(a.shape), reversed(_kernels.layout(a)[1])):
+    for n, s in zip(reversed(a.shape), reversed(_memory.layout(a)[1])):
         if n == 0:
             return True
         if n != 1 and s != expect:
@@ -121,14 +113,14 @@ def _is_c_contiguous(a) -> bool:
 
 
 def _copy(a):
-    out = _kernels.empty(a.queue, a.shape, a.dtype)
-    _kernels.copy_into(out, a)
+    out = _memory.empty(a.queue, a.shape, a.dtype)
+    _memory.copy_into(out, a)
     return out
 
 
 def expand_dims(a, axis: tuple):
     """``a`` with singleton axes at the (sorted, non-negative) positions ``axis``."""
-    off, st = _kernels.layout(a)
+    off, st = _memory.layout(a)
     shape, strides = list(a.shape), list(st)
     for ax in axis:
         shape.insert(ax, 1)
@@ -138,7 +130,7 @@ def expand_dims(a, axis: tuple):
 
 def squeeze(a, axis: tuple):
     """A view of ``a`` without the singleton axes ``axis``."""
-    off, st = _kernels.layout(a)
+    off, st = _memory.layout(a)
     keep = [i for i in range(len(a.shape)) if i not in axis]
     return _strided(a, [a.shape[i] for i in keep], [st[i] for i in keep], off)
 
@@ -149,21 +141,21 @@ def broadcast_to(a, shape: tuple):
     shape = tuple(shape)
     if a.shape == shape:
         return a
-    _kernels.broadcast_shape((a.shape, shape))  # ValueError when they do not broadcast
-    if _kernels.broadcast_shape((a.shape, shape)) != shape:
+    _broadcast_shape((a.shape, shape))  # ValueError when they do not broadcast
+    if _broadcast_shape((a.shape, shape)) != shape:
         raise ValueError(f"operands could not be broadcast together with shapes "
                          f"{a.shape} {shape}")
-    return mark_readonly(_strided(a, shape, _kernels._strides_for(a, shape)))
+    return mark_readonly(_strided(a, shape, _memory.strides_for(a, shape)))
 
 
 def broadcast_arrays(*arrays):
-    shape = _kernels.broadcast_shape([a.shape for a in arrays])
+    shape = _broadcast_shape([a.shape for a in arrays])
     return tuple(broadcast_to(a, shape) for a in arrays)
 
 
 def unstack(a, axis=0):
     """Views of ``a`` sliced along ``axis``."""
-    off, st = _kernels.layout(a)
+    off, st = _memory.layout(a)
     shape = [n for i, n in enumerate(a.shape) if i != axis]
     strides = [s for i, s in enumerate(st) if i != axis]
     return tuple(_strided(a, shape, strides, off + i * st[axis]) for i in range(a.shape[axis]))
@@ -190,8 +182,8 @@ def concat(arrays, axis=0):
         total += a.shape[axis]
     shape = list(first.shape)
     shape[axis] = total
-    out = _kernels.empty(first.queue, tuple(shape), first.dtype)
-    st = _c_strides(shape)
+    out = _memory.empty(first.queue, tuple(shape), first.dtype)
+    st = c_strides(shape)
     pos = 0
     for a in arrays:
         n = a.shape[axis]
@@ -212,7 +204,7 @@ def stack(arrays, axis=0):
 
 
 def _diagonal_view(a, offset: int):
-    off, st = _kernels.layout(a)
+    off, st = _memory.layout(a)
     rows, cols = a.shape[-2], a.shape[-1]
     if offset >= 0:
         n = max(0, min(rows, cols - offset))
@@ -275,7 +267,7 @@ def repeat(a, repeats, axis=None):
             from ._fallback import host_fallback
 
             _repeat_host = host_fallback("repeat[array repeats]", _host_ops.repeat)
-        return _repeat_host(a, repeats, axis)
+        return _repeat_host(a, repeats, axis=axis)
     if axis is None:
         a = reshape(a, (a.size,))
         axis = 0

@@ -11,14 +11,15 @@ through the host fallback.
 
 from __future__ import annotations
 
-from . import _kernels
+from . import _generate, _kernels, _memory
+from ._families import add_families
 from ._ops_core import astype as _astype
 from ._ops_elementwise import _truth
 
 __all__ = ["all", "any", "argmax", "argmin", "count_nonzero", "cumulative_prod",
            "cumulative_sum", "diff", "max", "mean", "min", "prod", "std", "sum", "var"]
 
-_CT = _kernels.CTYPE
+_CT = _generate.CTYPE
 _SIGNED = {"char": "uchar", "short": "ushort", "int": "uint", "long": "ulong"}
 _REAL_OF = {"float2": "float", "double2": "double"}
 
@@ -44,7 +45,7 @@ def _finish(a, axes, out, keepdims):
 
 
 def _has_fp64(a) -> bool:
-    dev = _kernels.QUEUE_DEVICE[a.queue]
+    dev = _memory.QUEUE_DEVICE[a.queue]
     return dev._backend.capabilities(dev)["float64"]
 
 
@@ -55,7 +56,7 @@ def _reduce(a, axis, keepdims, out_ct, acc_ct, init, step, final="acc", decl="",
         # Nothing reduced: each element is its own reduction.
         axes_shape = a.shape
         out = _kernels.launch_reduce(a.reshape(a.shape + (1,)) if a.flags.c_contiguous
-                                     else _kernels.contiguous(a).reshape(a.shape + (1,)),
+                                     else _memory.contiguous(a).reshape(a.shape + (1,)),
                                      (len(axes_shape),), out_ct, acc_ct, init, step, final,
                                      decl=decl)
         return out
@@ -266,7 +267,7 @@ def _arg(a, axis, keepdims, op):
         return _ARG_HOST[op](a, axis=axis, keepdims=keepdims)
     spec = _spec(op, t, False)
     if axis is None:
-        flat = _kernels.contiguous(a).reshape((a.size,))
+        flat = _memory.contiguous(a).reshape((a.size,))
         out = _kernels.launch_reduce(flat, (0,), *spec[:5], decl=spec[5])
         if keepdims:
             out = out.reshape((1,) * len(a.shape))
@@ -365,7 +366,7 @@ def diff(a, /, *, axis=-1, n=1, prepend=None, append=None):
 
 
 def _families():
-    """One program per input dtype (see :mod:`._kernels`) holding its reductions (float
+    """One program per input dtype (see :mod:`._families`) holding its reductions (float
     sums and means accumulating in float64, as on devices with cl_khr_fp64) and its
     cumulative sum and product."""
     out = []
@@ -380,11 +381,11 @@ def _families():
             if op == "mean" and t not in ("float", "double", "float2", "double2"):
                 continue
             out_ct, acc, init, step, final, decl = _spec(op, t, True)
-            fam.append(_kernels.reduce_member(in_ct, out_ct, acc, init, step, final, "", decl))
+            fam.append(_generate.reduce_member(in_ct, out_ct, acc, init, step, final, "", decl))
         for product in (False, True):  # the cumulative sum and product
-            fam.append(("scan", in_ct) + _scan_spec(t, product))
+            fam.append(_generate.scan_member(in_ct, *_scan_spec(t, product)))
         out.append(fam)
     return out
 
 
-_kernels.add_families(_families)
+add_families(_families)

@@ -23,7 +23,7 @@ import numpy as np
 
 from tessera_array import _dtypes
 
-from . import _kernels, _programs
+from . import _kernels, _memory, _programs
 from ._ops_core import astype, setitem
 from ._ops_elementwise import add, equal, logical_not, minimum, not_equal, subtract
 from ._ops_indexing import nonzero, searchsorted, take
@@ -46,7 +46,7 @@ def _starts(s):
     new value begins (0 first), and the bool ``s[1:] != s[:-1]``."""
     n = s.size
     q = s.queue
-    zero = _kernels.empty(q, (1,), _I64)
+    zero = _memory.empty(q, (1,), _I64)
     _programs.zero_fill(q, zero)
     if n == 1:
         return zero, None
@@ -56,12 +56,12 @@ def _starts(s):
 
 def _counts(starts, n):
     q = starts.queue
-    end = _kernels.to_device(q, np.array([n], _I64))
+    end = _memory.to_device(q, np.array([n], _I64))
     return subtract(concat([starts[1:], end]), starts)
 
 
 def _empty_index(q, shape=(0,)):
-    return _kernels.empty(q, shape, _I64)
+    return _memory.empty(q, shape, _I64)
 
 
 def unique_values(a, /):
@@ -95,11 +95,11 @@ def _inverse(a, order, neq):
     """int64 of ``a``'s shape: the group of each element (a running count of the group
     starts, scattered back through ``order``)."""
     q = a.queue
-    inv = _kernels.empty(q, (a.size,), _I64)
+    inv = _memory.empty(q, (a.size,), _I64)
     if neq is None:
         _programs.zero_fill(q, inv)
     else:
-        zero = _kernels.empty(q, (1,), _I64)
+        zero = _memory.empty(q, (1,), _I64)
         _programs.zero_fill(q, zero)
         group = cumulative_sum(concat([zero, astype(neq, _dtypes.int64)]), axis=0)
         setitem(inv, (order,), group)
@@ -134,7 +134,7 @@ def isin(a, b, /, *, invert=False):
         return logical_not(found) if invert else found
     q = a.queue
     if b.size == 0 or a.size == 0:
-        out = _kernels.empty(q, a.shape, np.dtype(np.bool_))
+        out = _memory.empty(q, a.shape, np.dtype(np.bool_))
         _kernels.launch_map(q, "true" if invert else "false", out, [], "bool")
         return out
     s = sort(_flat(b))

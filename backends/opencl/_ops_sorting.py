@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyopencl as cl
+from tessera_array.backends._common import c_strides
 
-from . import _kernels, _programs
+from . import _generate, _kernels, _memory, _programs
 from ._ops_manipulation import moveaxis
 
 __all__ = ["argsort", "sort"]
@@ -43,7 +44,7 @@ MERGE_ON_CPU = True
 
 
 def _options(dt) -> tuple:
-    t = "uchar" if dt.char == "?" else _kernels.CTYPE[dt.char]
+    t = "uchar" if dt.char == "?" else _generate.CTYPE[dt.char]
     opts = [f"-DT={t}"]
     if dt.kind == "f":
         opts.append("-DTESSERA_FLOAT")
@@ -63,15 +64,15 @@ def _sorted_slab(a, axis, descending):
     moved = moveaxis(a, (axis,), (nd - 1,))
     n = a.shape[axis]
     lines = a.size // n
-    src = _kernels.empty(q, moved.shape, a.dtype)
-    _kernels.copy_into(src, moved)
+    src = _memory.empty(q, moved.shape, a.dtype)
+    _memory.copy_into(src, moved)
     if MERGE_ON_CPU and _programs.is_cpu(q.device):
         return _merge_sorted(src, lines, n, descending)
     P = 1
     while P < n:
         P *= 2
-    keys = _kernels.empty(q, (lines, P), a.dtype)
-    idx = _kernels.empty(q, (lines, P), _I64)
+    keys = _memory.empty(q, (lines, P), a.dtype)
+    idx = _memory.empty(q, (lines, P), _I64)
     opts = _options(a.dtype)
     ctx = q.context
     init = _programs.kernel(ctx, "sort.cl", opts, "tessera_sort_init")
@@ -113,15 +114,15 @@ def _merge_sorted(src, lines, n, descending):
     q = src.queue
     opts = _options(src.dtype)
     ctx = q.context
-    keys = _kernels.empty(q, (lines, n), src.dtype)
-    idx = _kernels.empty(q, (lines, n), _I64)
+    keys = _memory.empty(q, (lines, n), src.dtype)
+    idx = _memory.empty(q, (lines, n), _I64)
     init = _programs.kernel(ctx, "sort.cl", opts, "tessera_sort_init")
     total = lines * n
     _kernels.launch_1d(init, q, total, [np.int64(total), np.int64(n), np.int64(n),
                                         keys.base_data, idx.base_data, src.base_data])
     knl = _programs.kernel(ctx, "sort.cl", opts, "tessera_merge_pass")
-    other_k = _kernels.empty(q, (lines, n), src.dtype)
-    other_i = _kernels.empty(q, (lines, n), _I64)
+    other_k = _memory.empty(q, (lines, n), src.dtype)
+    other_i = _memory.empty(q, (lines, n), _I64)
     desc = np.int32(bool(descending))
     width = 1
     while width < n:
@@ -141,23 +142,18 @@ def _unslab(a, axis, slab, n, P):
     C-contiguous buffer of ``a``'s shape)."""
     nd = len(a.shape)
     axis %= nd
-    out = _kernels.empty(a.queue, a.shape, slab.dtype)
+    out = _memory.empty(a.queue, a.shape, slab.dtype)
     moved = moveaxis(out, (axis,), (nd - 1,))
     lead = moved.shape[:-1]
-    st = []
-    acc = P
-    for d in reversed(lead):
-        st.insert(0, acc)
-        acc *= d
-    view = _kernels.view(slab, moved.shape, tuple(st) + (1,), 0)
-    _kernels.copy_into(moved, view)
+    view = _memory.view(slab, moved.shape, tuple(c_strides(lead, P)) + (1,), 0)
+    _memory.copy_into(moved, view)
     return out
 
 
 def argsort(a, /, *, axis=-1, descending=False, stable=True):
     """Indices (int64) sorting ``a`` along the int ``axis`` (the stable order)."""
     if a.size == 0 or not a.shape:
-        out = _kernels.empty(a.queue, a.shape, _I64)
+        out = _memory.empty(a.queue, a.shape, _I64)
         _programs.zero_fill(a.queue, out)
         return out
     _, idx, _, n, P = _sorted_slab(a, axis, descending)
@@ -167,12 +163,12 @@ def argsort(a, /, *, axis=-1, descending=False, stable=True):
 def sort(a, /, *, axis=-1, descending=False, stable=True):
     """A sorted copy of ``a`` along the int ``axis`` (order as in :func:`argsort`)."""
     if a.size == 0 or not a.shape:
-        return _kernels.contiguous(a) if a.size == 0 else _copy(a)
+        return _memory.contiguous(a) if a.size == 0 else _copy(a)
     keys, _, _, n, P = _sorted_slab(a, axis, descending)
     return _unslab(a, axis, keys, n, P)
 
 
 def _copy(a):
-    out = _kernels.empty(a.queue, a.shape, a.dtype)
-    _kernels.copy_into(out, a)
+    out = _memory.empty(a.queue, a.shape, a.dtype)
+    _memory.copy_into(out, a)
     return out

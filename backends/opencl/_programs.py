@@ -1,47 +1,50 @@
-"""Build and cache the OpenCL programs of ``kernels/opencl/*.cl``.
+"""The programs of ``kernels/opencl/*.cl``: their ``-D`` options, and their kernels.
 
-A program is one ``.cl`` file built for one context with ``-D`` macros naming the
-dtype (``-DT=float -DRT=float -DACC=float``; complex types add ``-DTESSERA_COMPLEX``, float64
-types ``-DTESSERA_FP64``). :func:`program` builds it on first use and keeps it per
-``(context, file, options)``: a second call compiles nothing (:func:`build_count`
-counts real builds, for the tests). :func:`kernel` also keeps one
-``pyopencl.Kernel`` per program and name, so a launch creates no kernel object
-(a kept kernel is not safe to launch from two threads at once).
-
-On disk, PyOpenCL's binary cache serves repeated runs; ``TESSERA_CACHE_DIR`` moves
-it to ``$TESSERA_CACHE_DIR/opencl`` and ``PYOPENCL_NO_CACHE=1`` turns it off.
+A program is one ``.cl`` file (its ``#include`` lines pasted in, :data:`~._compile.SOURCES`)
+built for one context with ``-D`` macros naming the dtype (``-DT=float -DRT=float
+-DACC=float``; complex types add ``-DTESSERA_COMPLEX``, float64 types ``-DTESSERA_FP64``):
+:func:`dtype_options` gives them, and :func:`program` builds it through the backend's
+build stack (:mod:`._compile`: kept per context, source and options in memory, and on
+disk where the driver does not cache its builds itself; :func:`build_count` counts real
+builds, for the tests). :func:`kernel` keeps one
+``pyopencl.Kernel`` per program and name, its scalar argument types declared, so a launch
+creates no kernel object (a kept kernel is not safe to launch from two threads at once).
 
 float64 and complex128 programs are built only for devices that report
 ``cl_khr_fp64``; elsewhere :func:`dtype_options` raises
 :class:`~tessera_array._errors.MissingCapabilityError` naming the extension.
 A build failure raises :class:`~tessera_array._errors.KernelCompileError` with the
 options, the compiler log and the source with line numbers.
+
+The launchers' shared geometry helpers live here too: :func:`is_cpu`,
+:func:`rows_per_item`, :func:`group_kernels` / :func:`group_geometry` (the work-group
+sums of tessera_group.h) and :func:`zero_fill`.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import threading
-import warnings
+from typing import NamedTuple
 
 import numpy as np
-from tessera_array.kernels import source_path
+import pyopencl as cl
+from tessera_array.backends._common import clear_all, from_text, memo
 
 from tessera_array._errors import KernelCompileError, MissingCapabilityError
 
+from . import _compile
+
 __all__ = [
-    "array_type",
+    "GroupSetup",
     "build_count",
     "ceil_div",
-    "check_array",
     "clear_cache",
     "dtype_options",
+    "group_geometry",
+    "group_kernels",
     "is_cpu",
     "kernel",
     "probe_options",
     "program",
-    "queue_of",
     "rows_per_item",
     "zero_fill",
 ]
@@ -67,25 +70,16 @@ _CL_TYPES = {
 }
 INDEX_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long"}
 
-_programs: dict = {}  # (context, file, options) -> pyopencl.Program
-_kernels: dict = {}  # (context, file, options, name) -> pyopencl.Kernel
-_sources: dict = {}  # file -> source text
-_cpu: dict = {}  # pyopencl.Device -> is it a CPU device
-_lock = threading.Lock()
-_builds = 0
-
-
-def build_count() -> int:
-    """How many programs this process has built (cache hits do not count)."""
-    return _builds
+_kernels = memo("opencl.file_kernels")  # (context, file, options, name) -> pyopencl.Kernel
+_cpu = memo("opencl.cpu_devices")  # pyopencl.Device -> is it a CPU device
+_probed = memo("opencl.probes")  # (context, macro) -> does the probe build
+build_count = _compile.build_count
 
 
 def clear_cache() -> None:
-    """Forget every built program and kernel (the next call builds again)."""
-    with _lock:
-        _programs.clear()
-        _kernels.clear()
-        _sources.clear()
+    """Forget every built program, kernel and launch plan of the backend (the next call
+    builds again): ``clear_all("opencl")``."""
+    clear_all("opencl")
 
 
 def _fp64(device) -> bool:
@@ -112,93 +106,16 @@ def dtype_options(func: str, dtype, device, *, extra: tuple = ()) -> tuple:
             f"Received: dtype={np.dtype(dtype).name}"
         )
     opts = [f"-DT={t}", f"-DRT={r}", f"-DACC={acc}"] + [f"-D{f}" for f in flags] + list(extra)
-    if "TESSERA_INTEGER" not in flags:
-        import pyopencl as cl
-
-        # Divide and sqrt rounded as NumPy rounds them, where the device can.
-        if device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT:
-            opts.append("-cl-fp32-correctly-rounded-divide-sqrt")
+    # Divide and sqrt rounded as NumPy rounds them, where the device can.
+    if "TESSERA_INTEGER" not in flags and (
+            device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT):
+        opts.append("-cl-fp32-correctly-rounded-divide-sqrt")
     return tuple(opts)
-
-
-def _source(file: str) -> str:
-    """The text of ``file`` with each ``#include "name.h"`` line replaced by that header."""
-    text = _sources.get(file)
-    if text is None:
-        lines = []
-        for line in source_path("opencl", file).read_text().splitlines():
-            hit = re.match(r'\s*#include\s+"([\w.]+)"\s*$', line)
-            lines.append(source_path("opencl", hit.group(1)).read_text() if hit else line)
-        text = _sources[file] = "\n".join(lines) + "\n"
-    return text
-
-
-def _cache_dir():
-    root = os.environ.get("TESSERA_CACHE_DIR")
-    return None if not root else os.path.join(root, "opencl")
-
-
-def _numbered(source: str) -> str:
-    return "\n".join(f"{i:4d} | {line}" for i, line in enumerate(source.splitlines(), 1))
 
 
 def program(context, file: str, options: tuple):
     """The built program of ``kernels/opencl/<file>`` for ``context`` and ``options``."""
-    global _builds
-    key = (context, file, options)
-    prg = _programs.get(key)
-    if prg is not None:
-        return prg
-    import pyopencl as cl
-
-    with _lock:
-        prg = _programs.get(key)
-        if prg is not None:
-            return prg
-        source = _source(file)
-        try:
-            with warnings.catch_warnings():
-                # A build log with remarks is not a failure; it stays on the program.
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-                prg = cl.Program(context, source).build(
-                    options=list(options) + ["-cl-kernel-arg-info"], cache_dir=_cache_dir())
-        except cl.RuntimeError as err:
-            raise KernelCompileError(
-                f"opencl: building kernels/opencl/{file} failed. Received: "
-                f"options={' '.join(options)}\n{err}\n--- source ---\n{_numbered(source)}",
-                backend="opencl", options=options, log=str(err), source=source,
-            ) from err
-        _builds += 1
-        _programs[key] = prg
-    return prg
-
-
-_SCALAR_TYPES = {
-    "char": np.int8, "uchar": np.uint8, "short": np.int16, "ushort": np.uint16,
-    "int": np.int32, "uint": np.uint32, "long": np.int64, "ulong": np.uint64,
-    "float": np.float32, "double": np.float64, "float2": np.complex64,
-    "double2": np.complex128,
-}
-
-
-def _typed(k) -> None:
-    """Declare ``k``'s scalar argument types to PyOpenCL (read from the kernel's argument
-    info), so a launch converts them on its fast path: measured on PoCL, a 15-argument
-    launch took 150 us through PyOpenCL's generic per-argument path and 50 us typed.
-    Left generic if the driver does not report the types."""
-    import pyopencl as cl
-
-    try:
-        dtypes = []
-        for i in range(k.num_args):
-            name = k.get_arg_info(i, cl.kernel_arg_info.TYPE_NAME).strip().rstrip("\x00")
-            if name.endswith("*"):
-                dtypes.append(None)
-            else:
-                dtypes.append(_SCALAR_TYPES[name.removeprefix("const ").strip()])
-    except (cl.Error, KeyError):
-        return
-    k.set_scalar_arg_dtypes(dtypes)
+    return _compile.STACK.program(context, _compile.SOURCES.load(file), options)
 
 
 def kernel(context, file: str, options: tuple, name: str):
@@ -207,11 +124,8 @@ def kernel(context, file: str, options: tuple, name: str):
     key = (context, file, options, name)
     k = _kernels.get(key)
     if k is None:
-        import pyopencl as cl
-
-        k = cl.Kernel(program(context, file, options), name)
-        _typed(k)
-        _kernels[key] = k
+        k = _kernels[key] = _compile.STACK.kernel(context, _compile.SOURCES.load(file), name,
+                                                  options)
     return k
 
 
@@ -224,8 +138,6 @@ def is_cpu(device) -> bool:
     contiguous chunk instead of one element."""
     hit = _cpu.get(device)
     if hit is None:
-        import pyopencl as cl
-
         hit = _cpu[device] = bool(device.type & cl.device_type.CPU)
     return hit
 
@@ -246,20 +158,29 @@ _PROBES = {
     "TESSERA_REASSOC": '__kernel void k(__global float *x) '
                        '{ _Pragma("clang fp reassociate(on)") x[0] += x[1]; }',
 }
-_probed: dict = {}  # (context, macro) -> bool
 
 
-def group_kernels(func: str, context, dtype, file: str, names: tuple, wg_max: int = 256):
-    """``(kernels, work-group size, CPU device?, compute units)`` of ``file``'s kernels
-    ``names`` that sum in work-groups (``-DWG``, see tessera_group.h): WG is 1 on CPU
-    devices (a work-item per contiguous chunk), else the largest power of two up to
-    ``wg_max`` the device allows. Callers keep the result per context and dtype."""
+class GroupSetup(NamedTuple):
+    """What :func:`group_kernels` gives a launcher that sums in work-groups."""
+
+    kernels: tuple  # the pyopencl.Kernel of each name asked for, in order
+    wg: int  # work-group size: 1 on CPU devices, else a power of two up to wg_max
+    cpu: bool  # a CPU device (contiguous chunks per work-item)
+    units: int  # the device's compute units (at least 1)
+
+
+def group_kernels(func: str, context, dtype, file: str, names: tuple,
+                  wg_max: int = 256) -> GroupSetup:
+    """The :class:`GroupSetup` of ``file``'s kernels ``names`` that sum in work-groups
+    (``-DWG``, see tessera_group.h): WG is 1 on CPU devices (a work-item per contiguous
+    chunk), else the largest power of two up to ``wg_max`` the device allows. Callers
+    keep the result per context and dtype."""
     dev = context.devices[0]
     cpu = is_cpu(dev)
     wg = 1 if cpu else 1 << (min(wg_max, dev.max_work_group_size).bit_length() - 1)
     opts = dtype_options(func, dtype, dev, extra=(f"-DWG={wg}",) + probe_options(context))
     kernels = tuple(kernel(context, file, opts, name) for name in names)
-    return kernels, wg, cpu, max(1, dev.max_compute_units)
+    return GroupSetup(kernels, wg, cpu, max(1, dev.max_compute_units))
 
 
 def group_geometry(n: int, wg: int, cpu: bool, units: int, parts_max: int) -> tuple:
@@ -282,18 +203,14 @@ def probe_options(context) -> tuple:
     Each is found by building a one-line probe once per context (never by the
     vendor's name); a probe that fails to build leaves its macro out.
     """
-    import pyopencl as cl
-
     out = []
     for macro, src in _PROBES.items():
         ok = _probed.get((context, macro))
         if ok is None:
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", cl.CompilerWarning)
-                    cl.Program(context, src).build()
+                _compile.STACK.program(context, from_text(src, f"the probe of {macro}"))
                 ok = True
-            except cl.Error:
+            except KernelCompileError:
                 ok = False
             _probed[(context, macro)] = ok
         if ok:
@@ -303,41 +220,6 @@ def probe_options(context) -> tuple:
 
 def zero_fill(queue, a) -> None:
     """Set every byte of contiguous pyopencl array ``a`` to 0 (no kernel is compiled)."""
-    import pyopencl as cl
-
     if a.nbytes:
         evt = cl.enqueue_fill_buffer(queue, a.base_data, np.uint8(0), a.offset, a.nbytes)
         a.add_event(evt)
-
-
-def queue_of(func: str, a):
-    """The queue of pyopencl array ``a``; ValueError when it has none."""
-    q = a.queue
-    if q is None:
-        raise ValueError(
-            f"{func}: the pyopencl array has no queue; give it one (a.with_queue(q)). "
-            f"Received: a.queue=None"
-        )
-    return q
-
-
-def check_array(func: str, name: str, a, cla_array):
-    """TypeError unless ``a`` is a pyopencl array."""
-    if not isinstance(a, cla_array):
-        raise TypeError(
-            f"{func}: {name} must be a pyopencl.array.Array. "
-            f"Received: {name} of type {type(a).__name__}"
-        )
-
-
-_cla = None
-
-
-def array_type():
-    """``pyopencl.array``, imported on first use (the launchers' buffer type)."""
-    global _cla
-    if _cla is None:
-        import pyopencl.array as cla
-
-        _cla = cla
-    return _cla

@@ -27,13 +27,13 @@ float64 only on devices with ``cl_khr_fp64`` (MissingCapabilityError otherwise).
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 
 import numpy as np
+from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
-from . import _launch, _programs
+from . import _memory, _programs
 
 __all__ = ["WG", "attention_bwd", "attention_fwd", "register"]
 
@@ -43,10 +43,11 @@ _CPU = 2  # CL_DEVICE_TYPE_CPU
 TILE_MAX = 64  # keys (queries) per local-memory tile at most
 LOCAL_BUDGET = 16384  # bytes of local memory the tiles of one work-group may use
 _ACC = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.float64): np.dtype(np.float64)}
-_tables: OrderedDict = OrderedDict()  # (context, offsets bytes) -> pyopencl.Buffer
+# (context, offsets bytes) -> pyopencl.Buffer, least recently used first
+_tables = memo("opencl.attention.offset_tables")
 _TABLES_KEPT = 64
-_setup: dict = {}  # (context, dtype, D, Dv) -> program options
-_limits: dict = {}  # pyopencl.Kernel -> its largest work-group size on its device
+_setup = memo("opencl.attention.options")  # (context, dtype, D, Dv) -> program options
+_limits = memo("opencl.attention.wg_limits")  # pyopencl.Kernel -> its largest work-group size
 
 
 def _alloc(queue, shape, dtype):
@@ -54,7 +55,7 @@ def _alloc(queue, shape, dtype):
     PyOpenCL's fast constructor: ``cla.empty`` of (2, 3, 16, 16) float32 / (2, 3, 16) bool
     took 69 / 89 us, this 7 / 9 us (NumPy shape checks skipped; PoCL 3.0, shared 2-core
     EPYC at load 5-6, the driver's allocation included, medians of 9 x 3000 calls)."""
-    return _launch.empty(queue, shape, dtype)
+    return _memory.new(queue, shape, dtype)
 
 
 def _options(context, dtype, d, dv):
@@ -118,15 +119,13 @@ def _table(context, arrays, lead: tuple):
         if a is not None:
             tab[:, col] = _lead_offsets(a, lead)
     key = (context, tab.tobytes())
-    buf = _tables.get(key)
+    buf = _tables.pop(key, None)
     if buf is None:
         mf = cl.mem_flags
         buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=tab)
-        _tables[key] = buf
-        if len(_tables) > _TABLES_KEPT:
-            _tables.popitem(last=False)
-    else:
-        _tables.move_to_end(key)
+        if len(_tables) >= _TABLES_KEPT:
+            del _tables[next(iter(_tables))]  # the least recently used
+    _tables[key] = buf  # (inserted last: the most recently used)
     return buf
 
 
@@ -220,7 +219,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
 
     Arguments and results as the NumPy backend's ``attention_fwd``, on pyopencl arrays.
     """
-    queue = _programs.queue_of("attention", q)
+    queue = _memory.queue_of("attention", q)
     lead = q.shape[:-2]
     sq, d = q.shape[-2:]
     dv = v.shape[-1]
@@ -247,7 +246,7 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
     Arguments and results as the NumPy backend's ``attention_bwd``: ``dk``/``dv`` are
     per query head (``(*L, Sk, D)``); the front end sums them over broadcast heads.
     """
-    queue = _programs.queue_of("attention", q)
+    queue = _memory.queue_of("attention", q)
     lead = q.shape[:-2]
     sq, d = q.shape[-2:]
     sk, dv_ = v.shape[-2:]
@@ -266,7 +265,7 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
                  np.int64(lse.strides[-1] // lse.dtype.itemsize))
     waits = _waits(queue, (q, k, v, mask, out, dout, lse))
     nd = max(bh * sq, 1)  # scratch: delta = rowsum(dO * O) per query row
-    delta = _launch.fresh(queue, queue.context, (nd,), (acc.itemsize,), nd, acc, None)
+    delta = _memory.fresh(queue, queue.context, (nd,), (acc.itemsize,), nd, acc, None)
     if sq:
         o_data, o_sr, o_sd = _rs(out, -2, -1)
         knl = _kernel(q.context, opts, "tessera_attention_bwd_dq")

@@ -38,11 +38,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
-from . import _programs
-from ._programs import array_type as _array_type
+from . import _memory, _programs
 
 __all__ = ["KMAX", "FusedCG", "cg_fused", "register"]
 
@@ -51,7 +51,7 @@ PMAX = 256  # the most partial sums of one dot product (work-groups on GPUs)
 WG_MAX = 256  # work-group size on GPUs (a power of two, clamped to the device's)
 KMAX = 64  # the most iterations of one run (the history slots of the state buffer)
 _REAL = frozenset(np.dtype(d._np) for d in _dtypes.REAL_FLOATING)
-_setup: dict = {}  # (context, dtype) -> (kernels, work-group size, CPU device?, units)
+_setup = memo("opencl.cg.setup")  # (context, dtype) -> GroupSetup of the three kernels
 
 
 def _kernels(context, dtype):
@@ -75,9 +75,8 @@ class FusedCG:
     """The device state of one CG solve: see the module docstring."""
 
     def __init__(self, x, r, p, A, M, atol, maxiter):
-        cla = _array_type()
         for name, a in (("x", x), ("r", r), ("p", p)):
-            _programs.check_array("cg_fused", name, a, cla.Array)
+            _memory.check_array("cg_fused", name, a)
             if a.ndim != 1 or not a.flags.c_contiguous or a.offset:
                 raise ValueError(f"cg_fused: {name} must be 1-D, contiguous and start its "
                                  f"buffer. Received: {name}.shape={a.shape}, "
@@ -102,7 +101,7 @@ class FusedCG:
             raise ValueError(f"cg_fused: atol must be >= 0. Received: atol={atol!r}")
         from tessera_array.sparse.linalg._fused import stop_threshold
 
-        self.queue = _programs.queue_of("cg_fused", r)
+        self.queue = _memory.queue_of("cg_fused", r)
         self.x, self.r, self.p = x, r, p
         self.A, self.M = A, M
         self.dtype = r.dtype
@@ -118,7 +117,7 @@ class FusedCG:
         init = np.zeros(_FLAG + _HIST + KMAX, dtype=self.dtype)
         init[_FLAG + _W_OK] = 1  # (no step yet)
         init[_FLAG + _W_STATUS_D] = init[_FLAG + _W_STATUS_U] = 1  # RUNNING
-        self.st = cla.to_device(self.queue, init, allocator=r.allocator)
+        self.st = _memory.upload(self.queue, init, r.allocator)
         self.cur, self.prev = _RHO_A, _RHO_B
         self._done = 0  # steps enqueued (and, while running, taken)
         self._finished = False
@@ -150,8 +149,7 @@ class FusedCG:
 
     def _vector(self, v, what):
         """``v`` as the kernels take it (contiguous, r's dtype and shape, this queue)."""
-        cla = _array_type()
-        if not isinstance(v, cla.Array):
+        if not isinstance(v, _memory.NATIVE):
             raise TypeError(f"cg_fused: {what} must be a pyopencl.array.Array. Received: "
                             f"{type(v).__name__}")
         if v.dtype != self.dtype or v.shape != self.r.shape:

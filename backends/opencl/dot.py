@@ -30,13 +30,13 @@ refused (``TESSERA_HOST_FALLBACK=error``) that request raises HostFallbackError.
 from __future__ import annotations
 
 import numpy as np
-
-from tessera_array import _dtypes
+from tessera_array.backends._common import memo
 from tessera_array.backends.numpy import matvec as _host_matvec
 
-from . import _kernels, _programs
+from tessera_array import _dtypes
+
+from . import _memory, _programs
 from ._fallback import host_fallback
-from ._programs import array_type as _array_type
 
 __all__ = ["PMAX", "WG_MAX", "dot", "register", "vecmat"]
 
@@ -44,7 +44,7 @@ FILE = "dot.cl"
 PMAX = 256  # the most partial sums of one dot product
 WG_MAX = 256  # work-group size on GPUs (a power of two, clamped to the device's)
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
-_setup: dict = {}  # (context, dtype) -> ((part, sum kernels), work-group size, CPU?, units)
+_setup = memo("opencl.dot.setup")  # (context, dtype) -> GroupSetup of (part, sum kernels)
 
 
 def _kernels_for(context, dtype):
@@ -56,9 +56,8 @@ def _kernels_for(context, dtype):
 
 
 def _check(func, x, y):
-    cla = _array_type()
-    _programs.check_array(func, "x", x, cla.Array)
-    _programs.check_array(func, "y", y, cla.Array)
+    _memory.check_array(func, "x", x)
+    _memory.check_array(func, "y", y)
     if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
         raise ValueError(f"{func}: x and y must be 1-D of one length. Received: "
                          f"x.shape={x.shape}, y.shape={y.shape}")
@@ -75,17 +74,17 @@ def dot(x, y, conj=False):
     """``sum(conj(x) * y)`` (``conj``) or ``sum(x * y)`` of two vectors: a new 0-d array
     on ``x``'s queue (see the module docstring)."""
     _check("vecdot", x, y)
-    queue = _programs.queue_of("vecdot", x)
-    out = _kernels.empty(queue, (), x.dtype)
+    queue = _memory.queue_of("vecdot", x)
+    out = _memory.empty(queue, (), x.dtype)
     n = x.shape[0]
     if n == 0:
         _programs.zero_fill(queue, out)
         return out
     (part_k, sum_k), wg, cpu, units = _kernels_for(x.context, x.dtype)
     chunk, parts, gsize = _programs.group_geometry(n, wg, cpu, units, PMAX)
-    part = _kernels.empty(queue, (parts,), x.dtype)
-    xo, (xs,) = _kernels.layout(x)
-    yo, (ys,) = _kernels.layout(y)
+    part = _memory.empty(queue, (parts,), x.dtype)
+    xo, (xs,) = _memory.layout(x)
+    yo, (ys,) = _memory.layout(y)
     wait = [e for v in (x, y) if v.queue is not queue for e in v.events] or None
     evt = part_k(queue, (gsize,), (wg,), np.int64(n), np.int64(chunk),
                  np.int32(1 if conj and x.dtype.kind == "c" else 0), x.base_data,
@@ -104,9 +103,8 @@ def vecmat(x, a):
     from . import matvec
     from ._ops_elementwise import conj as _conj
 
-    cla = _array_type()
-    _programs.check_array("vecmat", "x", x, cla.Array)
-    _programs.check_array("vecmat", "a", a, cla.Array)
+    _memory.check_array("vecmat", "x", x)
+    _memory.check_array("vecmat", "a", a)
     if x.ndim != 1 or a.ndim != 2 or a.shape[0] != x.shape[0]:
         raise ValueError(f"vecmat: x must be 1-D (k,) and a 2-D (k, n). Received: "
                          f"x.shape={x.shape}, a.shape={a.shape}")

@@ -62,13 +62,14 @@ dimension (:func:`_by_rows`: CUDA's grid-y limit). float64/complex128 need
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
+from tessera_array.backends._common import c_strides, memo
 
 from tessera_array import _dtypes
 
-from . import _programs
-from ._programs import array_type as _array_type
+from . import _memory, _programs
 
 __all__ = ["clear_plans", "fft_c2c", "fft_c2r", "fft_r2c", "register"]
 
@@ -89,7 +90,22 @@ def _by_rows(knl, queue, gx: int, lx: int, batch: int, *args) -> None:
     for row0 in range(0, batch, _MAX_ROWS):
         knl(queue, (gx, min(_MAX_ROWS, batch - row0)), (lx, 1), np.int64(row0), *args)
 
-_plans: dict = {}  # (context, kind, n, dtype) -> device arrays
+_plans = memo("opencl.fft.plans")  # (context, kind, n, dtype) -> _Twiddles or _Bluestein
+
+
+class _Twiddles(NamedTuple):
+    """The plan of a power-of-two length n (see :meth:`_Ctx.plan`)."""
+
+    radices: list  # the Stockham passes' radices (8, ..., then 8, 4 or 2)
+    table: object  # their twiddle factors on the device (complex, pass after pass)
+
+
+class _Bluestein(NamedTuple):
+    """The plan of any other length n (see :meth:`_Ctx.bluestein`)."""
+
+    m: int  # the power-of-two length of the convolution, >= 2n - 1
+    chirp: object  # exp(-i pi k^2 / n), k < n, on the device
+    filt: object  # the FFT of the chirp filter (length m) on the device
 
 
 def clear_plans() -> None:
@@ -120,7 +136,8 @@ def _cl():
     return cl
 
 
-_local_wg: dict = {}  # (context, complex dtype) -> tessera_fft_local's work-group size limit
+# (context, complex dtype) -> tessera_fft_local's work-group size limit
+_local_wg = memo("opencl.fft.local_wg")
 
 
 def _local_shape(c, n, batch):
@@ -149,15 +166,8 @@ def _ceil(n, k=WG):
 
 
 def _empty(queue, shape, dtype, like):
-    return _array_type().empty(queue, tuple(shape), dtype, allocator=like.allocator)
+    return _memory.new(queue, shape, dtype, like.allocator)
 
-
-def _c_strides(shape):
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return out[::-1]
 
 
 class _Ctx:
@@ -165,7 +175,7 @@ class _Ctx:
 
     def __init__(self, func, a, cdtype):
         self.func = func
-        self.queue = _programs.queue_of(func, a)
+        self.queue = _memory.queue_of(func, a)
         self.context = a.context
         self.cdtype = np.dtype(cdtype)
         self.rdtype = _REAL[self.cdtype]
@@ -175,14 +185,13 @@ class _Ctx:
     def gather(self, src, out_shape, in_strides, in_lens, in_off=0, scale=1.0, conj=False,
                real_in=False):
         """A contiguous complex block of ``out_shape`` read from ``src`` (see fft.cl)."""
-        cla = _array_type()
         out = _empty(self.queue, out_shape, self.cdtype, self.like)
         total = math.prod(out_shape)
         if total == 0:
             return out
         nd = len(out_shape)
         meta = np.array(list(out_shape) + list(in_strides) + list(in_lens), np.int64)
-        meta_d = cla.to_device(self.queue, meta, allocator=self.like.allocator)
+        meta_d = _memory.upload(self.queue, meta, self.like.allocator)
         knl = (_kernels(self.func, self.context, self.cdtype, real_in=True) if real_in
                else self.k)("tessera_fft_gather")
         x = src.base_data if src.size else meta_d.base_data  # nothing is read then
@@ -215,7 +224,7 @@ class _Ctx:
                 parts.append(np.exp(-2j * np.pi * t.ravel() / n))
                 ns *= r
             table = np.concatenate(parts).astype(self.cdtype)
-            hit = _plans[key] = (radices, _array_type().to_device(self.queue, table))
+            hit = _plans[key] = _Twiddles(radices, _memory.upload(self.queue, table))
         return hit
 
     def bluestein(self, n):
@@ -228,9 +237,9 @@ class _Ctx:
             filt = np.zeros(m, np.complex128)
             filt[:n] = np.conj(chirp)
             filt[m - n + 1:] = np.conj(chirp[1:][::-1])
-            cla = _array_type()
-            hit = _plans[key] = (m, cla.to_device(self.queue, chirp.astype(self.cdtype)),
-                                 cla.to_device(self.queue, np.fft.fft(filt).astype(self.cdtype)))
+            hit = _plans[key] = _Bluestein(
+                m, _memory.upload(self.queue, chirp.astype(self.cdtype)),
+                _memory.upload(self.queue, np.fft.fft(filt).astype(self.cdtype)))
         return hit
 
     def rows(self, w, n, batch, sign, owned=True):
@@ -291,7 +300,7 @@ class _Ctx:
         """``w`` (contiguous) transformed along ``ax``, cut or padded to ``n`` points; ``w``
         may be overwritten when ``owned``."""
         shape = list(w.shape)
-        st = _c_strides(shape)
+        st = c_strides(shape)
         nd = len(shape)
         other = [d for d in range(nd) if d != ax]
         batch = math.prod(shape[d] for d in other)
@@ -306,7 +315,7 @@ class _Ctx:
         res_shape[ax] = n
         if ax == nd - 1:
             return rows.reshape(res_shape)
-        rst = _c_strides([shape[d] for d in other] + [n])
+        rst = c_strides([shape[d] for d in other] + [n])
         strides = [rst[-1] if d == ax else rst[other.index(d)] for d in range(nd)]
         return self.gather(rows, res_shape, strides, res_shape)
 
@@ -320,8 +329,7 @@ def _scale(norm, inverse, total):
 
 
 def _check(func, a, s, axes, norm, kinds):
-    cla = _array_type()
-    _programs.check_array(func, "a", a, cla.Array)
+    _memory.check_array(func, "a", a)
     if a.dtype not in kinds:
         raise TypeError(f"{func}: a must be {' or '.join(sorted(str(k) for k in kinds))}. "
                         f"Received: a.dtype={a.dtype}")
@@ -373,7 +381,7 @@ def fft_r2c(a, s, axes, norm, forward):
     for ax, n in zip(axes, s):
         w = c.axis(w, ax, n, -1 if forward else +1)
     scale = _scale(norm, not forward, math.prod(s))
-    return c.gather(w, out_shape, _c_strides(shape), out_shape, scale=scale)
+    return c.gather(w, out_shape, c_strides(shape), out_shape, scale=scale)
 
 
 def fft_c2r(a, s, axes, norm, forward):
@@ -396,7 +404,7 @@ def fft_c2r(a, s, axes, norm, forward):
         w = c.axis(w, ax, m, +1)
     # the last axis: moved last, cut or padded to n//2 + 1, extended Hermitian to n
     nd = len(shape)
-    st = _c_strides(shape)
+    st = c_strides(shape)
     other = [d for d in range(nd) if d != last]
     m_in = n // 2 + 1
     batch = math.prod(shape[d] for d in other)
@@ -407,7 +415,7 @@ def fft_c2r(a, s, axes, norm, forward):
              np.int32(m_in), rows.base_data, np.int32(0), full.base_data)
     full = c.rows(full, n, batch, +1)
     if last != nd - 1:
-        rst = _c_strides([shape[d] for d in other] + [n])
+        rst = c_strides([shape[d] for d in other] + [n])
         strides = [rst[-1] if d == last else rst[other.index(d)] for d in range(nd)]
         full = c.gather(full, out_shape, strides, out_shape)
     total = math.prod(out_shape)
@@ -422,17 +430,15 @@ class OpenclPlanCache:
 
     Counted and sized exactly (they are this module's own device arrays); unbounded
     (``max_size`` and ``max_memory`` are None and cannot be set); ``clear()`` drops
-    them. The compiled FFT programs are kept by ``_programs`` for the whole process
-    and are not counted here.
+    them. The compiled FFT programs are kept by the backend's build stack (until
+    ``clear_all()``) and are not counted here.
     """
 
     def __init__(self, device):
         self._device = device
 
     def _entries(self):
-        from . import _kernels
-
-        ctx = _kernels.queue_of(self._device).context
+        ctx = _memory.device_queue(self._device).context
         return [(k, v) for k, v in list(_plans.items()) if k[0] == ctx]
 
     @property

@@ -61,15 +61,18 @@ Registered for float32, complex64, float64 and complex128 (the last two only wit
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
-from . import _launch, _programs
-from ._programs import array_type as _array_type
+from . import _launch, _memory, _programs
+from ._launch import KernelSetup, Work
 
-__all__ = ["DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy", "aypx", "dense_matvec",
-           "dense_matvec_scalar", "dense_matvec_warp", "register"]
+__all__ = ["AXPY_ADD", "AXPY_SUBTRACT", "AYPX", "DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy",
+           "aypx", "dense_matvec", "dense_matvec_scalar", "dense_matvec_warp", "register"]
 
 FILE = "matvec.cl"
 VARIANTS = ("default", "scalar", "warp")
@@ -89,16 +92,54 @@ WARP_WG = 128
 SCALAR_WG = 64  # work-group size of the scalar variant (global size rounded up to it)
 CPU_BLOCKS = 16  # row blocks (work-items, work-groups of one) per compute unit on CPUs
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
-# (context, dtype, variant) -> (kernel, local size, CPU device?, compute units);
-# (context, dtype, "axpy", device alpha?) -> (kernel, local size); the plan keys of
-# _launch_matvec and axpy (a shape class each) -> their launch plans
-_setup: dict = {}
+# The operations of tessera_axpy (its `sub` argument, see matvec.cl).
+AXPY_ADD, AXPY_SUBTRACT, AYPX = 0, 1, 2  # y += alpha x, y -= alpha x, y = alpha y + x
+# (context, dtype, variant) -> KernelSetup; (context, dtype, "axpy", device alpha?) ->
+# KernelSetup; the plan keys of _launch_matvec and axpy (a shape class each) -> their
+# launch plans (_Plan, _AxpyPlan)
+_setup = memo("opencl.matvec.setup", limit=_launch.PLANS_MAX)
+
+
+class _Plan(NamedTuple):
+    """What a call of one matvec shape class reuses (see :func:`_plan`)."""
+
+    work: Work  # what a call does: Work.KERNEL, or y only allocated (m == 0) / zeroed (n == 0)
+    kernel: object  # the pyopencl.Kernel (None unless work is Work.KERNEL)
+    gsize: tuple  # global size
+    lsize: tuple  # work-group size
+    head: tuple  # leading int32 arguments: (m, n, rows per work-item); warp: (m, n)
+    a_offset: np.int64  # a's offset, in elements
+    a_row: np.int64  # a's row stride, in elements
+    a_col: np.int64  # a's column stride, in elements
+    x_offset: np.int64  # x's offset, in elements
+    x_stride: np.int64  # x's stride, in elements
+    y_shape: tuple  # the result's shape, (m,)
+    y_strides: tuple  # the result's strides, in bytes
+    y_size: int  # the result's element count, m
+
+
+class _AxpyPlan(NamedTuple):
+    """What a call of one axpy / aypx shape class reuses (see :func:`_axpy_plan`)."""
+
+    n: int  # elements of y (0: nothing to do; the other fields are then None)
+    device_alpha: bool  # alpha is a one-element device array (tessera_axpy_dev reads it)
+    kernel: object  # the pyopencl.Kernel: tessera_axpy_dev or tessera_axpy
+    gsize: tuple  # global size
+    lsize: tuple  # work-group size
+    n64: np.int64  # n as the kernel's first argument
+    op: np.int32  # AXPY_ADD, AXPY_SUBTRACT or AYPX
+    x_offset: np.int64  # x's offset, in elements
+    x_stride: np.int64  # x's stride, in elements
+    y_offset: np.int64  # y's offset, in elements
+    y_stride: np.int64  # y's stride, in elements
+
+
+_NO_AXPY = _AxpyPlan(0, False, None, None, None, None, None, None, None, None, None)
 
 
 def _check(func, a, x):
-    cla = _array_type()
-    _programs.check_array(func, "a", a, cla.Array)
-    _programs.check_array(func, "x", x, cla.Array)
+    _memory.check_array(func, "a", a)
+    _memory.check_array(func, "x", x)
     if a.ndim != 2 or x.ndim != 1 or a.shape[1] != x.shape[0]:
         raise ValueError(
             f"{func}: a must be 2-D (m, n) and x 1-D (n,). "
@@ -113,9 +154,9 @@ def _check(func, a, x):
         raise ValueError(f"{func}: a and x must be in one OpenCL context. Received: two contexts")
 
 
-def _kernel(func, context, dtype, variant):
-    """``(kernel, work-group size, CPU device?, compute units)`` of the matvec ``variant``
-    (``"scalar"`` or ``"warp"``), kept per context, dtype and variant."""
+def _kernel(func, context, dtype, variant) -> KernelSetup:
+    """The kernel of ``variant`` and its launch facts, kept per context, dtype and
+    variant."""
     key = (context, dtype, variant)
     hit = _setup.get(key)
     if hit is None:
@@ -131,8 +172,8 @@ def _kernel(func, context, dtype, variant):
             if cpu:
                 extra += ("-DTESSERA_CPU",)  # library-call-free loads (see matvec.cl)
         opts = _programs.dtype_options(func, dtype, dev, extra=extra)
-        hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), wg, cpu,
-                             max(1, dev.max_compute_units))
+        hit = _setup[key] = KernelSetup(_programs.kernel(context, FILE, opts, name), wg, cpu,
+                                        max(1, dev.max_compute_units))
     return hit
 
 
@@ -181,13 +222,12 @@ def _plan(func, variant, key, a, x):
             head = (np.int32(m), np.int32(n), np.int32(1))
         gs, ls = (gsize,), (wg,)
     s0, s1 = a.strides
-    plan = (2 if m and n else 1 if m else 0, knl, gs, ls, head, np.int64(a.offset // size),
-            np.int64(s0 // size), np.int64(s1 // size), np.int64(x.offset // size),
-            np.int64(x.strides[0] // size), (m,), (size,), m)
+    work = Work.KERNEL if m and n else Work.ZEROS if m else Work.NOTHING
+    plan = _Plan(work, knl, gs, ls, head, np.int64(a.offset // size), np.int64(s0 // size),
+                 np.int64(s1 // size), np.int64(x.offset // size),
+                 np.int64(x.strides[0] // size), (m,), (size,), m)
     if key is not None:
-        if len(_setup) >= _launch.PLANS_MAX:
-            _setup.clear()
-        _setup[key] = plan
+        _setup.put(key, plan)
     return plan
 
 
@@ -201,18 +241,19 @@ def _launch_matvec(func, variant, a, x):
         plan = None
     if plan is None:  # (outside the except clause: its errors chain no KeyError)
         plan = _plan(func, variant, key, a, x)
-    mode, knl, gs, ls, head, ao, as0, as1, xo, xs, yshape, ystrides, m = plan
     queue = a.queue
     if queue is None:
-        _programs.queue_of(func, a)  # raises
-    y = _launch.fresh(queue, a.context, yshape, ystrides, m, a.dtype, a.allocator)
-    if mode != 2:
-        if mode:  # n == 0: zeros
+        _memory.queue_of(func, a)  # raises
+    y = _memory.fresh(queue, a.context, plan.y_shape, plan.y_strides, plan.y_size, a.dtype,
+                      a.allocator)
+    if plan.work is not Work.KERNEL:
+        if plan.work is Work.ZEROS:  # n == 0
             _programs.zero_fill(queue, y)
         return y
     wait = list(x.events) if x.queue is not queue and x.events else None
-    y.events.append(knl(queue, gs, ls, *head, a.base_data, ao, as0, as1, x.base_data, xo, xs,
-                        y.base_data, wait_for=wait))
+    y.events.append(plan.kernel(queue, plan.gsize, plan.lsize, *plan.head, a.base_data,
+                                plan.a_offset, plan.a_row, plan.a_col, x.base_data,
+                                plan.x_offset, plan.x_stride, y.base_data, wait_for=wait))
     return y
 
 
@@ -226,13 +267,12 @@ def dense_matvec_warp(a, x):
     return _launch_matvec("matvec", "warp", a, x)
 
 
-def _axpy_plan(key, alpha, x, y, mode):
+def _axpy_plan(key, alpha, x, y, op):
     """The launch plan of a new ``axpy`` (or ``aypx``) shape class (the full checks in the
     order a call makes them), kept under ``key``."""
-    func = "aypx" if mode == 2 else "axpy"
-    cla = _array_type()
-    _programs.check_array(func, "x", x, cla.Array)
-    _programs.check_array(func, "y", y, cla.Array)
+    func = "aypx" if op == AYPX else "axpy"
+    _memory.check_array(func, "x", x)
+    _memory.check_array(func, "y", y)
     if x.ndim != 1 or x.shape != y.shape or x.dtype != y.dtype or y.dtype not in _FLOAT_NP:
         raise ValueError(
             f"{func}: x and y must be 1-D of one shape and one floating dtype. "
@@ -240,22 +280,19 @@ def _axpy_plan(key, alpha, x, y, mode):
             f"y.dtype={y.dtype}"
         )
     n = y.shape[0]
-    plan = (0, False, None, None, None, None, (None,) * 5)
+    plan = _NO_AXPY
     if n:
-        _programs.queue_of(func, y)
-        device = isinstance(alpha, cla.Array)
+        _memory.queue_of(func, y)
+        device = isinstance(alpha, _memory.NATIVE)
         if device:
             _check_alpha(alpha, y)
         knl, wg = _axpy_kernel(func, y.context, y.dtype, device)
         size = y.dtype.itemsize
-        plan = (n, device, knl, (-(-n // wg) * wg,), (wg,), np.int64(n),
-                (np.int32(mode), np.int64(x.offset // size),
-                 np.int64(x.strides[0] // size), np.int64(y.offset // size),
-                 np.int64(y.strides[0] // size)))
+        plan = _AxpyPlan(n, device, knl, (-(-n // wg) * wg,), (wg,), np.int64(n), np.int32(op),
+                         np.int64(x.offset // size), np.int64(x.strides[0] // size),
+                         np.int64(y.offset // size), np.int64(y.strides[0] // size))
     if key is not None:
-        if len(_setup) >= _launch.PLANS_MAX:
-            _setup.clear()
-        _setup[key] = plan
+        _setup.put(key, plan)
     return plan
 
 
@@ -269,43 +306,45 @@ def _check_alpha(alpha, y):
 
 def axpy(alpha, x, y, subtract: bool = False) -> None:
     """``y += alpha * x`` (``y -= alpha * x`` when ``subtract``) in place, rounded as NumPy."""
-    _axpy(alpha, x, y, 1 if subtract else 0)
+    _axpy(alpha, x, y, AXPY_SUBTRACT if subtract else AXPY_ADD)
 
 
 def aypx(beta, x, y) -> None:
     """``y = x + beta * y`` in place, rounded as NumPy's ``y *= beta; y += x``."""
-    _axpy(beta, x, y, 2)
+    _axpy(beta, x, y, AYPX)
 
 
-def _axpy(alpha, x, y, mode: int) -> None:
-    """The launch of ``tessera_axpy``: mode 0 ``y += a x``, 1 ``y -= a x``, 2 ``y = a y + x``."""
+def _axpy(alpha, x, y, op: int) -> None:
+    """The launch of ``tessera_axpy``: ``op`` AXPY_ADD ``y += a x``, AXPY_SUBTRACT
+    ``y -= a x``, AYPX ``y = a y + x``."""
     key = None
     try:
         key = ("axpy", alpha.__class__, x.__class__, y.__class__, x.dtype, y.dtype, x.shape,
-               y.shape, x.strides, y.strides, x.offset, y.offset, y.context, mode)
+               y.shape, x.strides, y.strides, x.offset, y.offset, y.context, op)
         plan = _setup[key]
     except (KeyError, AttributeError, TypeError):  # a new shape class, or not an array
         plan = None
     if plan is None:  # (outside the except clause: its errors chain no KeyError)
-        plan = _axpy_plan(key, alpha, x, y, mode)
-    n, device, knl, gs, ls, n64, (sub, xo, xs, yo, ys) = plan
-    if not n:
+        plan = _axpy_plan(key, alpha, x, y, op)
+    if not plan.n:
         return
     queue = y.queue
     if queue is None:
-        _programs.queue_of("axpy", y)  # raises
+        _memory.queue_of("axpy", y)  # raises
     wait = list(x.events) if x.queue is not queue and x.events else None
-    if device:
+    if plan.device_alpha:
         _check_alpha(alpha, y)
         if alpha.queue is not queue and alpha.events:
             wait = (wait or []) + alpha.events
         off = alpha.offset
-        evt = knl(queue, gs, ls, n64, alpha.base_data,
-                  np.int64(off // alpha.dtype.itemsize) if off else _launch.ZERO64, sub,
-                  x.base_data, xo, xs, y.base_data, yo, ys, wait_for=wait)
+        evt = plan.kernel(queue, plan.gsize, plan.lsize, plan.n64, alpha.base_data,
+                          np.int64(off // alpha.dtype.itemsize) if off else _launch.ZERO64,
+                          plan.op, x.base_data, plan.x_offset, plan.x_stride, y.base_data,
+                          plan.y_offset, plan.y_stride, wait_for=wait)
     else:
-        evt = knl(queue, gs, ls, n64, y.dtype.type(alpha), sub, x.base_data, xo, xs,
-                  y.base_data, yo, ys, wait_for=wait)
+        evt = plan.kernel(queue, plan.gsize, plan.lsize, plan.n64, y.dtype.type(alpha),
+                          plan.op, x.base_data, plan.x_offset, plan.x_stride, y.base_data,
+                          plan.y_offset, plan.y_stride, wait_for=wait)
     y.add_event(evt)
 
 

@@ -45,13 +45,14 @@ these figures: benchmarks/NOTES.md.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
+from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
-from . import _launch, _programs
-from ._programs import array_type as _array_type
+from . import _launch, _memory, _programs
 
 __all__ = ["adafactor_step", "adam_step", "adamw_step", "nonfinite", "register", "sgd_step"]
 
@@ -69,8 +70,16 @@ F_NESTEROV, F_DECOUPLED, F_AMSGRAD, F_FACTORED, F_LERP_HIGH = 16, 32, 64, 128, 2
 
 _FLOAT_NP = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 _INT32 = np.dtype(np.int32)
-# (context, dtype) -> _Setup; (context, dtype, kernel name, flags) -> (kernel, wg, cpu)
-_setup: dict = {}
+# (context, dtype) -> _Setup; (context, dtype, kernel name, flags) -> _StepKernel
+_setup = memo("opencl.optim.setup")
+
+
+class _StepKernel(NamedTuple):
+    """An optimizer kernel and its launch facts."""
+
+    kernel: object  # the pyopencl.Kernel (built for one F_* mask, or for any)
+    wg: int  # work-group size: 1 on CPU devices
+    cpu: bool  # a CPU device: each work-item takes a contiguous chunk
 
 
 class _Setup:
@@ -96,8 +105,8 @@ def _setup_of(func, context, dtype):
     return st
 
 
-def _kernel(func, context, dtype, name, flags=None):
-    """``(kernel, work-group size, cpu)``; CPU devices get work-groups of one.
+def _kernel(func, context, dtype, name, flags=None) -> _StepKernel:
+    """The kernel ``name`` and its launch facts; CPU devices get work-groups of one.
 
     ``flags`` (the launch's F_* mask) builds the program with ``-DFLAGS=<mask>``, so
     the kernel's branches on it are resolved at compile time (one program per mask
@@ -108,7 +117,8 @@ def _kernel(func, context, dtype, name, flags=None):
     if hit is None:
         st = _setup_of(func, context, dtype)
         opts = st.opts if flags is None else st.opts + (f"-DFLAGS={flags}",)
-        hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), st.wg, st.cpu)
+        hit = _setup[key] = _StepKernel(_programs.kernel(context, FILE, opts, name), st.wg,
+                                        st.cpu)
     return hit
 
 
@@ -165,12 +175,10 @@ def _check(func, params, grads, states):
     arrays of one dtype and context, contiguous, grads shaped as their parameters) skips
     the itemized checks, which then run only to name what is wrong."""
     p0 = params[0]
-    if p0.__class__ is _launch._cla_array and _plain(params, grads, states, p0):
+    if p0.__class__ is _memory.NATIVE and _plain(params, grads, states, p0):
         q = p0.queue
-        return (q if q is not None else _programs.queue_of(func, p0)), p0.dtype
-    cla = _array_type()
-    _launch.array_class()
-    _programs.check_array(func, "params[0]", p0, cla.Array)
+        return (q if q is not None else _memory.queue_of(func, p0)), p0.dtype
+    _memory.check_array(func, "params[0]", p0)
     dtype, ctx = p0.dtype, p0.context
     if dtype not in _FLOAT_NP:
         raise TypeError(f"{func}: parameters must be float32 or float64. "
@@ -185,7 +193,7 @@ def _check(func, params, grads, states):
         for i, a in enumerate(lst):
             if a is None:
                 continue
-            _programs.check_array(func, f"{name}[{i}]", a, cla.Array)
+            _memory.check_array(func, f"{name}[{i}]", a)
             if a.dtype != dtype:
                 raise TypeError(f"{func}: {name}[{i}] must have the parameters' dtype. "
                                 f"Received: params[0].dtype={dtype}, {name}[{i}].dtype={a.dtype}")
@@ -199,7 +207,7 @@ def _check(func, params, grads, states):
         if g.shape != p.shape:
             raise ValueError(f"{func}: grads[{i}] must have its parameter's shape. "
                              f"Received: params[{i}].shape={p.shape}, grads[{i}].shape={g.shape}")
-    return _programs.queue_of(func, p0), dtype
+    return _memory.queue_of(func, p0), dtype
 
 
 def _plain(params, grads, states, p0) -> bool:
@@ -240,12 +248,12 @@ def _gsize(n, wg):
 def nonfinite(grads) -> tuple:
     """Indices of the gradients holding a NaN or an inf (one read-back, ``# sync``)."""
     g0 = grads[0]
-    queue = _programs.queue_of("nonfinite", g0)
+    queue = _memory.queue_of("nonfinite", g0)
     ctx = g0.context
     knl, wg, cpu = _kernel("nonfinite", ctx, g0.dtype, "tessera_nonfinite")
     geoms = _geoms("nonfinite", ctx, g0.dtype)
     nt = len(grads)
-    flags = _launch.fresh(queue, ctx, (nt,), (4,), nt, _INT32, g0.allocator)
+    flags = _memory.fresh(queue, ctx, (nt,), (4,), nt, _INT32, g0.allocator)
     _programs.zero_fill(queue, flags)
     fbuf, ZERO = flags.base_data, _launch.ZERO64
     for i, g in enumerate(grads):
@@ -376,7 +384,6 @@ def adafactor_step(params, grads, row_vars, col_vars, variances, *, lr, rho, rat
         bad = nonfinite(grads)
         if bad:
             return bad
-    cla = _array_type()
     ctx = params[0].context
     t = dtype.type
     e1 = float(np.finfo(dtype).eps) if eps1 is None else eps1
@@ -392,7 +399,7 @@ def adafactor_step(params, grads, row_vars, col_vars, variances, *, lr, rho, rat
                for f in {flags0, flags0 | F_FACTORED}}
     alloc = params[0].allocator
     n_t = len(params)
-    partial = cla.empty(queue, (2 * n_t * SUM_GROUPS,), dtype, allocator=alloc)
+    partial = _memory.new(queue, (2 * n_t * SUM_GROUPS,), dtype, alloc)
     _programs.zero_fill(queue, partial)
     launched = []  # per tensor: (flags, row, col, rmean, var, R, C) for the update
     # Pass 1: the moments, and partial sums of p^2 and U^2 for every tensor.
@@ -413,14 +420,14 @@ def adafactor_step(params, grads, row_vars, col_vars, variances, *, lr, rho, rat
                 if cpu:  # runs of columns, summed row by row into scratch
                     cper = max(16, -(-col.size // (8 * ctx.devices[0].max_compute_units)))
                     cper = min(C, cper)
-                    scratch = cla.empty(queue, (col.size,), dtype, allocator=alloc)
+                    scratch = _memory.new(queue, (col.size,), dtype, alloc)
                 else:
                     cper, scratch = 1, col  # one column per work-item; scratch unused
                 items = B * -(-C // cper)
                 k["cols"](queue, _gsize(items, wg), (wg,), np.int32(B), np.int32(R),
                        np.int32(C), np.int32(cper), g.base_data, _off(g), col.base_data,
                        _off(col), scratch.base_data, wt, np.int32(flags))
-            rmean = cla.empty(queue, (max(B, 1),), dtype, allocator=alloc)
+            rmean = _memory.new(queue, (max(B, 1),), dtype, alloc)
             if B:
                 k["rmean"](queue, _gsize(B, wg), (wg,), np.int32(B), np.int32(R),
                         row.base_data, _off(row), rmean.base_data, t(e1))

@@ -16,7 +16,7 @@ import numpy as np
 
 from tessera_array import _dtypes
 
-from . import _launch, _programs
+from . import _memory, _programs
 
 __all__ = ["dropout_mask", "keep_range", "register"]
 
@@ -30,7 +30,7 @@ def _alloc(queue, shape, dtype):
     PyOpenCL's fast constructor: ``cla.empty`` of (2, 3, 16, 16) float32 / (2, 3, 16) bool
     took 69 / 89 us, this 7 / 9 us (NumPy shape checks skipped; PoCL 3.0, shared 2-core
     EPYC at load 5-6, the driver's allocation included, medians of 9 x 3000 calls)."""
-    return _launch.empty(queue, shape, dtype)
+    return _memory.new(queue, shape, dtype)
 
 
 def keep_range(queue, seed: int, offset: int, threshold: int, Sq: int, Sk: int,

@@ -61,12 +61,16 @@ sums) for ``default`` only, as on the NumPy backend. History: benchmarks/NOTES.m
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
+from tessera_array.backends._common import c_strides, memo
 
 from tessera_array import _dtypes
 
-from . import _launch, _programs
-from ._programs import array_type as _array_type
+from . import _launch, _memory, _programs
+from ._launch import Work
 
 __all__ = ["DEFAULT_IS", "VARIANTS", "VECTOR_WG", "lanes_for", "register", "spmv_scalar",
            "spmv_warp"]
@@ -78,15 +82,42 @@ VECTOR_WG = 128  # work-items per work-group of the warp (CSR-vector) variant
 MAX_LANES = 32  # at most this many work-items share one row
 SCALAR_WG = 64
 _NUMERIC_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING + _dtypes.INTEGER)
-# (context, dtype, index dtype, indptr dtype, variant, lanes) -> (kernel, wg, cpu, lanes); the
-# plan keys of _launch_spmv (a shape class each) -> their launch plans
-_setup: dict = {}
+# (context, dtype, index dtype, indptr dtype, variant, lanes) -> _SpmvKernel; the plan keys
+# of _launch_spmv (a shape class each) -> their launch plans (_Plan)
+_setup = memo("opencl.sparse.setup", limit=_launch.PLANS_MAX)
+
+
+class _SpmvKernel(NamedTuple):
+    """A spmv kernel and its launch facts."""
+
+    kernel: object  # the pyopencl.Kernel
+    wg: int  # work-group size (a power of two; the scalar kernel's rows on GPUs)
+    cpu: bool  # a CPU device: the scalar kernel takes a block of rows per work-item
+    lanes: int  # work-items per row of the vector kernel (1 for the scalar kernel)
+
+
+class _Plan(NamedTuple):
+    """What a call of one spmv shape class reuses (see :func:`_plan`)."""
+
+    work: Work  # Work.KERNEL, or y only allocated (m or k is 0) / zeroed (no entries)
+    kernel: object  # the pyopencl.Kernel (None unless work is Work.KERNEL)
+    gsize: tuple  # global size, (rows' work-items, k)
+    lsize: tuple  # work-group size, (wg, 1)
+    head: tuple  # leading int32 arguments: (m, k, rows per work-item); vector: (m, k)
+    data_offset: np.int64  # data's offset, in elements
+    indices_offset: np.int64  # indices' offset, in elements
+    indptr_offset: np.int64  # indptr's offset, in elements
+    x_offset: np.int64  # x's offset, in elements
+    x_row: np.int64  # x's stride along n, in elements
+    x_col: np.int64  # x's stride along k, in elements (0 for a vector)
+    y_shape: tuple  # the result's shape, (m,) or (m, k)
+    y_strides: tuple  # the result's strides, in bytes
+    y_size: int  # the result's element count
 
 
 def _check(func, data, indices, indptr, shape, x):
-    cla = _array_type()
     for name, a in (("data", data), ("indices", indices), ("indptr", indptr), ("x", x)):
-        _programs.check_array(func, name, a, cla.Array)
+        _memory.check_array(func, name, a)
     try:
         m, n = (int(s) for s in shape)
     except (TypeError, ValueError):
@@ -148,8 +179,8 @@ def _kernel(func, context, dtype, idx_dtype, ptr_dtype, variant, lanes=1):
                  f"-DIDX={_programs.INDEX_TYPES[idx_dtype]}",
                  f"-DPTR={_programs.INDEX_TYPES[ptr_dtype]}")
         opts = _programs.dtype_options(func, dtype, dev, extra=extra)
-        hit = _setup[key] = (_programs.kernel(context, FILE, opts, name), wg,
-                             _programs.is_cpu(dev), lanes)
+        hit = _setup[key] = _SpmvKernel(_programs.kernel(context, FILE, opts, name), wg,
+                                        _programs.is_cpu(dev), lanes)
     return hit
 
 
@@ -166,10 +197,12 @@ def _plan(func, variant, key, data, indices, indptr, shape, x):
         variant = "scalar"  # see the module docstring: on CPU devices both names run it
     k = 1 if x.ndim == 1 else x.shape[1]
     yshape = (m,) + x.shape[1:]
-    ystrides, ysize = _launch.c_layout(yshape, data.dtype.itemsize)
-    mode = 0 if m == 0 or k == 0 else 1 if data.size == 0 or n == 0 else 2
-    knl = gs = ls = head = offsets = None
-    if mode == 2:
+    ystrides, ysize = tuple(c_strides(yshape, data.dtype.itemsize)), math.prod(yshape)
+    work = Work.NOTHING if m == 0 or k == 0 else \
+        Work.ZEROS if data.size == 0 or n == 0 else Work.KERNEL
+    knl = gs = ls = head = None
+    offsets = (None,) * 6
+    if work is Work.KERNEL:
         lanes = lanes_for(m, data.size) if variant == "warp" else 1
         knl, wg, cpu, lanes = _kernel(func, data.context, data.dtype, indices.dtype,
                                       indptr.dtype, variant, lanes)
@@ -185,12 +218,10 @@ def _plan(func, variant, key, data, indices, indptr, shape, x):
         offsets = (_elem_offset(data), _elem_offset(indices), _elem_offset(indptr),
                    _elem_offset(x), np.int64(x.strides[0] // size),
                    np.int64(x.strides[1] // size if x.ndim == 2 else 0))
-    plan = (mode, knl, gs, ls, head, offsets, yshape, ystrides, ysize)
+    plan = _Plan(work, knl, gs, ls, head, *offsets, yshape, ystrides, ysize)
     if key is not None:
         try:
-            if len(_setup) >= _launch.PLANS_MAX:
-                _setup.clear()
-            _setup[key] = plan
+            _setup.put(key, plan)
         except TypeError:  # an unhashable shape (a list): not kept
             pass
     return plan
@@ -209,22 +240,22 @@ def _launch_spmv(func, variant, data, indices, indptr, shape, x):
         plan = None
     if plan is None:  # (outside the except clause: its errors chain no KeyError)
         plan = _plan(func, variant, key, data, indices, indptr, shape, x)
-    mode, knl, gs, ls, head, offsets, yshape, ystrides, ysize = plan
     queue = data.queue
     if queue is None:
-        _programs.queue_of(func, data)  # raises
-    y = _launch.fresh(queue, data.context, yshape, ystrides, ysize, data.dtype, data.allocator)
-    if mode != 2:
-        if mode:  # no entries or no columns: zeros
+        _memory.queue_of(func, data)  # raises
+    y = _memory.fresh(queue, data.context, plan.y_shape, plan.y_strides, plan.y_size,
+                      data.dtype, data.allocator)
+    if plan.work is not Work.KERNEL:
+        if plan.work is Work.ZEROS:  # no entries or no columns
             _programs.zero_fill(queue, y)
         return y
     wait = None
     if indices.queue is not queue or indptr.queue is not queue or x.queue is not queue:
         wait = [e for a in (indices, indptr, x) if a.queue is not queue for e in a.events] or None
-    do, io, po, xo, xs0, xs1 = offsets
-    y.events.append(knl(queue, gs, ls, *head, data.base_data, do, indices.base_data, io,
-                        indptr.base_data, po, x.base_data, xo, xs0, xs1, y.base_data,
-                        wait_for=wait))
+    y.events.append(plan.kernel(queue, plan.gsize, plan.lsize, *plan.head, data.base_data,
+                                plan.data_offset, indices.base_data, plan.indices_offset,
+                                indptr.base_data, plan.indptr_offset, x.base_data, plan.x_offset,
+                                plan.x_row, plan.x_col, y.base_data, wait_for=wait))
     return y
 
 
