@@ -1,11 +1,14 @@
 """Compiled kernels of the CuPy backend: ``function(file, name, device)`` and output buffers.
 
 ``function("matvec.cu", "tessera_matvec_scalar<float, float>", device)`` compiles
-``kernels/cuda/matvec.cu`` (with ``kernels/include`` on the include path) for the CuPy
-device ``device`` and returns the kernel ``name`` (a template instance, as CuPy's
-``name_expressions`` take it), cached per (file, name, options, device). The returned
-object is called as CuPy's ``RawKernel``: ``kernel(grid, block, args, shared_mem=0)``,
-on the current stream of the current device; launchers make ``device`` current first.
+``kernels/cuda/matvec.cu`` (``kernels/include`` on the include path) for the CuPy device
+``device`` through the one build stack (:mod:`tessera_array.backends._common.build`, its
+NVRTC dialect in :mod:`._compile`: no ``-ftz``, memory and disk caches, a
+``KernelCompileError`` with the log and the numbered source on failure) and returns the
+kernel ``name`` (a template instance, as NVRTC name expressions write it), kept per
+(file, name, options, device). The returned object is called as CuPy's ``RawKernel``:
+``kernel(grid, block, args, shared_mem=0)``, on the current stream of the current
+device; launchers make ``device`` current first.
 
 :func:`empty` allocates every output a launcher returns (tests poison outputs through it:
 a NaN-filled or 0xFF-filled buffer shows any element a kernel failed to write).
@@ -13,16 +16,15 @@ a NaN-filled or 0xFF-filled buffer shows any element a kernel failed to write).
 
 from __future__ import annotations
 
-import threading
+from tessera_array.backends._common import BuildStack, SourceTree, memo
+from tessera_array.kernels import KERNELS_DIR
 
-from tessera_array.kernels import KERNELS_DIR, source_path
+from ._compile import NAME, NvrtcDialect
 
-__all__ = ["empty", "function", "include_dir", "warp_size"]
+__all__ = ["build_count", "empty", "function", "include_dir", "warp_size"]
 
-_lock = threading.Lock()
-_modules: dict = {}  # (file, name, options, device id) -> cupy.RawModule
-_warp: dict = {}  # device id -> warp size
-OPTIONS = ("-std=c++17",)
+_warp = memo("cuda.warp_size")  # device id -> warp size
+_stacks: dict = {}  # backend -> (BuildStack, SourceTree), made once (their memos are registered)
 
 
 def include_dir() -> str:
@@ -30,23 +32,32 @@ def include_dir() -> str:
     return str(KERNELS_DIR / "include")
 
 
-def function(file: str, name: str, device, *, options: tuple = ()):
-    """The kernel ``name`` of ``kernels/cuda/<file>`` compiled for CuPy device ``device``."""
+def _stack():
+    """The build stack and source tree of the installed CuPy build (cuda or rocm)."""
     import cupy
 
-    key = (file, name, tuple(options), device.id)
-    hit = _modules.get(key)
+    backend = "rocm" if cupy.cuda.runtime.is_hip else "cuda"
+    hit = _stacks.get(backend)
     if hit is None:
-        with _lock:
-            hit = _modules.get(key)
-            if hit is None:
-                source = source_path("cuda", file).read_text()
-                opts = OPTIONS + (f"-I{include_dir()}",) + tuple(options)
-                with device:
-                    module = cupy.RawModule(code=source, options=opts, name_expressions=[name])
-                    hit = module.get_function(name)
-                _modules[key] = hit
+        folders = [KERNELS_DIR / "cuda", KERNELS_DIR / "include"]
+        if backend == "rocm":
+            folders.insert(0, KERNELS_DIR / "hip")
+        stack = BuildStack(NvrtcDialect(backend, folders))
+        hit = _stacks[backend] = (stack, SourceTree(backend, folders, paste=False,
+                                                    root=KERNELS_DIR))
     return hit
+
+
+def function(file: str, name: str, device, *, options: tuple = ()):
+    """The kernel ``name`` of ``kernels/cuda/<file>`` compiled for CuPy device ``device``."""
+    stack, tree = _stack()
+    opts = tuple(options) + (NAME + name,)
+    return stack.kernel(device.id, tree.load(file), name, opts)
+
+
+def build_count() -> int:
+    """Programs this process has compiled or loaded from disk (tests)."""
+    return sum(stack.build_count() for stack, _ in _stacks.values())
 
 
 def warp_size(device) -> int:

@@ -7,7 +7,8 @@ exactly the NumPy backend's arguments and results
 place through their strides (GQA's stride-0 broadcast K/V heads cost no copy): the host
 builds a table of each (batch, head)'s element offsets into q, k, v and the mask (and
 out, dout and lse in the backward pass), kept per leading shape and strides, and the
-kernels add row and column strides. Results are fresh C-contiguous buffers from :func:`_kernels.empty`.
+kernels add row and column strides. Results are fresh C-contiguous buffers from
+:func:`_kernels.empty`.
 Operand dtypes are checked (a TypeError, never a silently misread buffer); shapes are
 trusted (the front end validates them).
 
