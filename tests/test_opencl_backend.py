@@ -635,11 +635,13 @@ def test_repeat_tile_roll_diff_equal_numpy():
     x = _dev(a)
     ops = BACKEND.ops
     for r, ax in [(2, None), (3, 0), (2, 2), (0, 1)]:
-        _assert_same("repeat", BACKEND.to_host(ops.repeat(x, r, ax)), _host("repeat", a, r, ax))
+        _assert_same("repeat", BACKEND.to_host(ops.repeat(x, r, axis=ax)),
+                     _host("repeat", a, r, axis=ax))
     for reps in [(2,), (2, 1, 3), (1, 2, 1, 2), ()]:
         _assert_same("tile", BACKEND.to_host(ops.tile(x, reps)), _host("tile", a, reps))
     for sh, ax in [(2, None), (-1, 0), ((1, 2), (0, 2)), ((1, -1), (1, 1)), (7, 2), (0, 1)]:
-        _assert_same("roll", BACKEND.to_host(ops.roll(x, sh, ax)), _host("roll", a, sh, ax))
+        _assert_same("roll", BACKEND.to_host(ops.roll(x, sh, axis=ax)),
+                     _host("roll", a, sh, axis=ax))
     for dtype in ["int8", "bool"] + FLOATS:
         b = (rng.standard_normal((3, 4)) * 5).astype(dtype)
         for kw in [{}, {"axis": 0, "n": 2}, {"n": 0}, {"n": 5},

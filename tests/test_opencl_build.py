@@ -15,16 +15,13 @@ import re
 import subprocess
 import sys
 
+import _gate
 import numpy as np
 import pytest
 
 import tessera_array as xp
-from tessera_array import _discovery
 
-_loaded = _discovery.loaded_backends()
-if "opencl" not in _loaded:
-    _status = {n: r for n, _, r in _discovery.backend_status()}
-    pytest.skip(f"opencl: {_status.get('opencl', 'not known')}", allow_module_level=True)
+BACKEND = _gate.require_backend("opencl")
 
 from tessera_array.backends import _common
 from tessera_array.backends._common import clear_all, from_text, memos
@@ -33,7 +30,6 @@ from tessera_array.backends.opencl import _compile, _families, _generate, _kerne
 from tessera_array._dispatch import lookup
 from tessera_array._errors import KernelCompileError
 
-BACKEND = _loaded["opencl"]
 DEV = BACKEND.devices()[0]
 BACKENDS_DIR = pathlib.Path(_common.__file__).resolve().parent.parent
 
