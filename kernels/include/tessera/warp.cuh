@@ -7,6 +7,13 @@
 //     i and i + WARP/2, then i + WARP/4, ...; the order is fixed, so results repeat
 //     bit for bit on one device).
 //   tessera::warp_max<WARP>(v): the maximum, in lane 0.
+//   tessera::shfl<WARP>(v, src): every lane reads lane src of its WARP-wide group (a
+//     broadcast when src is the same for all).
+//   tessera::block_sum<WARP, BLOCK>(v, scratch): the sum over the BLOCK threads of a
+//     one-dimensional block, in thread 0: each warp's warp_sum, then warp 0 adds the
+//     warps' sums (a tree again, in warp order). scratch is __shared__ T[BLOCK / WARP];
+//     every thread of the block calls it (it holds two __syncthreads()), so calls sit
+//     in block-uniform control flow only.
 // WARP is a template parameter everywhere, never a literal: 32 on NVIDIA GPUs and on
 //   AMD RDNA (gfx10xx/gfx11xx in wave32), 64 on AMD CDNA (gfx90a, gfx942); the launcher
 //   reads it from the device (CuPy's device attribute warpSize) and names it in the
@@ -45,6 +52,25 @@ template <int WARP> __device__ __forceinline__ cdouble shfl_down(cdouble v, int 
     return cdouble{shfl_down<WARP>(v.re, delta), shfl_down<WARP>(v.im, delta)};
 }
 
+template <int WARP, typename T> __device__ __forceinline__ T shfl(T v, int src)
+{
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+    return __shfl(v, src, WARP);
+#else
+    static_assert(WARP <= 32, "CUDA warps are 32 lanes wide");
+    return __shfl_sync(0xffffffffu, v, src, WARP);
+#endif
+}
+
+template <int WARP> __device__ __forceinline__ cfloat shfl(cfloat v, int src)
+{
+    return cfloat{shfl<WARP>(v.re, src), shfl<WARP>(v.im, src)};
+}
+template <int WARP> __device__ __forceinline__ cdouble shfl(cdouble v, int src)
+{
+    return cdouble{shfl<WARP>(v.re, src), shfl<WARP>(v.im, src)};
+}
+
 template <int WARP, typename T> __device__ __forceinline__ T warp_sum(T v)
 {
 #pragma unroll
@@ -60,6 +86,20 @@ template <int WARP, typename T> __device__ __forceinline__ T warp_max(T v)
         T o = shfl_down<WARP>(v, delta);
         v = (o > v || o != o) ? o : v;  // NaN propagates
     }
+    return v;
+}
+
+template <int WARP, int BLOCK, typename T>
+__device__ __forceinline__ T block_sum(T v, T *scratch)
+{
+    static_assert(BLOCK % WARP == 0 && BLOCK / WARP <= WARP,
+                  "block_sum: BLOCK must be a multiple of WARP, at most WARP warps");
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    v = warp_sum<WARP>(v);
+    __syncthreads();  // a previous call's readers are done with scratch
+    if (lane == 0) scratch[w] = v;
+    __syncthreads();
+    if (w == 0) v = warp_sum<WARP>(lane < BLOCK / WARP ? scratch[lane] : zero<T>());
     return v;
 }
 

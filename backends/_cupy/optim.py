@@ -1,0 +1,588 @@
+"""Optimizer-step launchers of the CuPy backend (``kernels/cuda/optim.cu``).
+
+The NumPy backend's launchers (:mod:`tessera_array.backends.numpy.optim`), same signatures
+and semantics, on ``cupy.ndarray`` buffers of one device: lists of parameters, gradients
+and state, Python-float hyperparameters resolved on the host by the front end; parameters
+and state are updated in place and ``()`` is returned. With ``check_finite=True`` nothing
+is updated when a gradient holds NaN/inf, and the indices of those are returned.
+
+Multi-tensor launches. A call cuts its tensors into work items of :data:`CHUNK` elements
+(one block each) and runs each phase of the update as ONE launch over every tensor: SGD
+and Adam/AdamW one launch, Adafactor four (see ``optim.cu``). A launch reads two device
+tables: the items (kept per device, dtype and list of shapes, :data:`PLANS_MAX` plans)
+and the tensors' addresses (kept per tuple of addresses: a training loop that updates
+the same buffers every step uploads them once). A new table goes up through CuPy's
+pinned staging buffer, asynchronously (no host sync).
+
+check_finite: :func:`nonfinite`'s kernel flags the gradients first; every update kernel
+reads that device flag and does nothing when it is set, so the update is launched without
+waiting; the flags are read back once, at the end of the call (``# sync``: one per call
+with ``check_finite``, none without).
+
+Non-contiguous tensors (views such as ``base[:, ::2]``, which the NumPy backend updates
+in place) are copied into contiguous buffers for the launch, and those the step writes
+are copied back afterwards, as the OpenCL backend's adapting registry does.
+
+Arithmetic as in the NumPy launcher, rounded in the parameters' dtype with the
+hyperparameters rounded to it on the host: SGD and Adam/AdamW equal the NumPy backend's
+results bit for bit (float32 subnormals aside, flushed by the compile); Adafactor's sums
+(row, column and batch means, RMS of p and U) run as float32 trees for float32 (double
+for float64), in another order than NumPy's, so its results agree to a few ulp.
+
+Registered for float32 and float64.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from tessera_array import _dtypes
+
+from . import _kernels
+
+__all__ = ["BLOCK", "CHUNK", "adafactor_step", "adam_step", "adamw_step", "nonfinite",
+           "register", "sgd_step"]
+
+FILE = "optim.cu"
+BLOCK = 256  # threads per block (a multiple of the warp, at most warp^2)
+CHUNK = 4096  # elements per work item of the elementwise and partial-sum kernels
+RMEAN_WARPS_PER_ITEM = 1  # rmean items hold BLOCK / warp batches times this
+PLANS_MAX = 64  # kept item plans, and kept address tables, per kind; cleared when full
+GRID_MAX = (1 << 31) - 1
+
+# Launch flags; the same bits as in optim.cu.
+F_MAXIMIZE, F_WEIGHT_DECAY, F_MOMENTUM, F_FIRST = 1, 2, 4, 8
+F_NESTEROV, F_DECOUPLED, F_AMSGRAD, F_LERP_HIGH = 16, 32, 64, 128
+# Adafactor's item kinds and the width of its per-tensor table (optim.cu's K_*, TI_*).
+K_ROWS, K_COLS, K_VAR, K_PSQ = 1, 2, 3, 4
+TI = 10
+
+_FLOAT_NP = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_NULL = np.uint64(0)  # a null pointer argument
+_plans: dict = {}  # (device id, dtype, kind, shapes) -> _Plan / _AdafactorPlan
+_tables: dict = {}  # (device id, addresses) -> device int64 address table
+
+
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+# ---- checks ---------------------------------------------------------------------------
+
+
+def _check(func, params, grads, states):
+    """TypeError/ValueError for buffers the kernels cannot take; returns the dtype.
+
+    ``states`` is a sequence of ``(name, list or None, same_shape)``: lists of state
+    buffers (entries may be None), each entry of its parameter's shape where
+    ``same_shape``."""
+    cupy = _cupy()
+    p0 = params[0]
+    if not isinstance(p0, cupy.ndarray):
+        raise TypeError(f"{func}: params[0] must be a cupy.ndarray. "
+                        f"Received: params[0] of type {type(p0).__name__}")
+    dtype, dev = p0.dtype, p0.device.id
+    if dtype not in _FLOAT_NP:
+        raise TypeError(f"{func}: parameters must be float32 or float64. "
+                        f"Received: params[0].dtype={dtype}")
+    for name, lst, same_shape in (("params", params, True), ("grads", grads, True)) + \
+            tuple(states):
+        if lst is None:
+            continue
+        if len(lst) != len(params):
+            raise ValueError(f"{func}: {name} must have one entry per parameter. "
+                             f"Received: len(params)={len(params)}, len({name})={len(lst)}")
+        for i, a in enumerate(lst):
+            if a is None:
+                continue
+            if not isinstance(a, cupy.ndarray):
+                raise TypeError(f"{func}: {name}[{i}] must be a cupy.ndarray. "
+                                f"Received: {name}[{i}] of type {type(a).__name__}")
+            if a.dtype != dtype:
+                raise TypeError(f"{func}: {name}[{i}] must have the parameters' dtype. "
+                                f"Received: params[0].dtype={dtype}, "
+                                f"{name}[{i}].dtype={a.dtype}")
+            if a.device.id != dev:
+                raise ValueError(f"{func}: every buffer must be on one device. Received: "
+                                 f"{name}[{i}].device=cuda:{a.device.id}, "
+                                 f"params[0].device=cuda:{dev}")
+            if same_shape and a.shape != params[i].shape:
+                what = "its parameter's shape"
+                raise ValueError(f"{func}: {name}[{i}] must have {what}. Received: "
+                                 f"params[{i}].shape={params[i].shape}, "
+                                 f"{name}[{i}].shape={a.shape}")
+    for name, lst in (("params", params), ("grads", grads)):
+        for i, a in enumerate(lst):
+            if a is None:
+                raise TypeError(f"{func}: {name}[{i}] must be a cupy.ndarray. "
+                                f"Received: {name}[{i}] of type NoneType")
+    return dtype
+
+
+def _need(func, lists, params):
+    """ValueError when a state list entry a step needs is None (``lists``: name -> list,
+    every entry needed)."""
+    for name, lst in lists.items():
+        for i in range(len(params)):
+            if lst is None or lst[i] is None:
+                raise ValueError(f"{func}: {name}[{i}] is needed for params[{i}].shape="
+                                 f"{params[i].shape}. Received: {name}[{i}]=None")
+
+
+class _Contiguous(NamedTuple):
+    """The lists of a call with every non-contiguous buffer replaced by a contiguous copy,
+    and the (original, copy) pairs to copy back after an update."""
+
+    lists: tuple
+    back: list
+
+
+def _contiguous(lists) -> _Contiguous:
+    """``lists``: ``(list or None, written)`` pairs."""
+    cupy = _cupy()
+    out, back = [], []
+    for lst, written in lists:
+        if lst is None or all(a is None or a.flags.c_contiguous for a in lst):
+            out.append(lst)
+            continue
+        new = list(lst)
+        for i, a in enumerate(lst):
+            if a is not None and not a.flags.c_contiguous:
+                new[i] = cupy.ascontiguousarray(a)
+                if written:
+                    back.append((a, new[i]))
+        out.append(new)
+    return _Contiguous(tuple(out), back)
+
+
+def _copy_back(back) -> None:
+    for orig, tmp in back:
+        orig[...] = tmp
+
+
+# ---- tables -----------------------------------------------------------------------------
+
+
+def _keep(cache: dict, key, value):
+    if len(cache) >= PLANS_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def flat_items(sizes) -> np.ndarray:
+    """The elementwise work items of tensors of ``sizes`` elements: an int64 (count, 4)
+    array of (tensor, first element, elements, chunk index), :data:`CHUNK` elements at
+    most each; empty tensors have none."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    chunks = -(-sizes // CHUNK)
+    total = int(chunks.sum())
+    t = np.repeat(np.arange(sizes.size, dtype=np.int64), chunks)
+    k = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(chunks) - chunks, chunks)
+    lo = k * CHUNK
+    items = np.empty((total, 4), np.int64)
+    items[:, 0], items[:, 1], items[:, 2], items[:, 3] = t, lo, np.minimum(CHUNK, sizes[t] - lo), k
+    return items
+
+
+class _Plan(NamedTuple):
+    items: object  # device int64 (count, 4): the flat work items
+    count: int  # items (blocks of a launch)
+
+
+def _check_grid(func, count):
+    if count > GRID_MAX:
+        raise ValueError(f"{func}: too many elements for one launch. Received: {count} work "
+                         f"items of {CHUNK} elements, at most {GRID_MAX}")
+
+
+def _flat_plan(func, device, dtype, sizes) -> _Plan:
+    key = (device.id, dtype, "flat", sizes)
+    plan = _plans.get(key)
+    if plan is None:
+        items = flat_items(sizes)
+        _check_grid(func, items.shape[0])
+        plan = _keep(_plans, key, _Plan(_cupy().asarray(items), items.shape[0]))
+    return plan
+
+
+def _address_table(device, lists):
+    """The device int64 table of addresses: entry k*T + t is array k of tensor t (0 where
+    a list or an entry is None), kept per tuple of addresses."""
+    addrs = tuple(0 if lst is None or a is None else a.data.ptr for lst in lists for a in lst)
+    key = (device.id, addrs)
+    table = _tables.get(key)
+    if table is None:
+        table = _keep(_tables, key, _cupy().asarray(np.array(addrs, dtype=np.uint64)
+                                                    .view(np.int64)))
+    return table
+
+
+# ---- check_finite -------------------------------------------------------------------------
+
+
+def _raise_flags(device, dtype, plan, gtable, ntensors):
+    """Launches the non-finite check of the gradients (``gtable``: their addresses); returns
+    the zeroed int32 flags it writes: [any, per tensor...]."""
+    flags = _cupy().zeros(ntensors + 1, np.int32)
+    if plan.count:
+        knl = _kernels.function(FILE, f"tessera_nonfinite<{CTYPE[dtype]}, {BLOCK}>", device)
+        knl((plan.count,), (BLOCK,), (plan.items, gtable, flags))
+    return flags
+
+
+def _read_flags(flags) -> tuple:
+    found = flags.get()  # sync: the one host read of a check_finite call
+    if not found[0]:
+        return ()
+    return tuple(int(i) for i in np.flatnonzero(found[1:]))
+
+
+def nonfinite(grads) -> tuple:
+    """Indices of the gradients holding a NaN or an inf (one launch, one read: ``# sync``)."""
+    if not grads:
+        return ()
+    dtype = _check("nonfinite", grads, grads, ())
+    device = grads[0].device
+    with device:
+        grads = _contiguous(((grads, False),)).lists[0]
+        plan = _flat_plan("nonfinite", device, dtype, tuple(g.size for g in grads))
+        table = _address_table(device, (grads,))
+        return _read_flags(_raise_flags(device, dtype, plan, table, len(grads)))
+
+
+# ---- SGD, Adam, AdamW ---------------------------------------------------------------------
+
+
+def _elementwise(func, kernel_name, params, grads, states, scalars, flags, check_finite):
+    """One launch of ``kernel_name`` over every tensor (after the non-finite check when
+    ``check_finite``): the shared body of SGD and Adam/AdamW. ``states``: the state lists
+    in the kernel's table order (None where absent)."""
+    n_t = len(params)
+    dtype = params[0].dtype
+    device = params[0].device
+    with device:
+        plan = _flat_plan(func, device, dtype, tuple(p.size for p in params))
+        table = _address_table(device, (params, grads) + tuple(states))
+        check = None
+        if check_finite:
+            check = _raise_flags(device, dtype, plan, table[n_t:2 * n_t], n_t)
+        if plan.count:
+            knl = _kernels.function(FILE, f"{kernel_name}<{CTYPE[dtype]}, {BLOCK}>", device)
+            knl((plan.count,), (BLOCK,), (plan.items, table, np.int64(n_t), np.int32(flags),
+                                          *scalars, _NULL if check is None else check))
+        return () if check is None else _read_flags(check)
+
+
+def sgd_step(params, grads, momentum_buffers, *, lr, momentum, dampening, weight_decay,
+             nesterov, maximize, first, check_finite=False):
+    """SGD with momentum, dampening, Nesterov, weight decay and maximize, in place.
+
+    ``first`` says the momentum buffers are uninitialised (they are set to the
+    gradient). Returns the indices of non-finite gradients (``check_finite``), else ().
+    """
+    if not params:
+        return ()
+    func = "sgd_step"
+    bufs = momentum_buffers if momentum != 0 else None
+    dtype = _check(func, params, grads, (("momentum_buffers", bufs, True),))
+    if bufs is not None:
+        _need(func, {"momentum_buffers": bufs}, params)
+    t = dtype.type
+    flags = (F_MAXIMIZE if maximize else 0) | (F_WEIGHT_DECAY if weight_decay != 0 else 0)
+    if bufs is not None:
+        flags |= F_MOMENTUM | (F_FIRST if first else 0) | (F_NESTEROV if nesterov else 0)
+    scalars = (t(lr), t(momentum), t(1.0 - dampening), t(weight_decay))
+    with params[0].device:
+        (params, grads, bufs), back = _contiguous(((params, True), (grads, False),
+                                                   (bufs, True)))
+        bad = _elementwise(func, "tessera_sgd_step", params, grads, (bufs,), scalars, flags,
+                           check_finite)
+        if not bad:
+            _copy_back(back)
+    return bad
+
+
+def _adam(func, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr, beta1, beta2,
+          eps, weight_decay, amsgrad, maximize, step, decoupled, check_finite):
+    if not params:
+        return ()
+    maxes = max_exp_avg_sqs if amsgrad else None
+    dtype = _check(func, params, grads, (("exp_avgs", exp_avgs, True),
+                                         ("exp_avg_sqs", exp_avg_sqs, True),
+                                         ("max_exp_avg_sqs", maxes, True)))
+    need = {"exp_avgs": exp_avgs, "exp_avg_sqs": exp_avg_sqs}
+    if amsgrad:
+        need["max_exp_avg_sqs"] = maxes
+    _need(func, need, params)
+    t = dtype.type
+    bc2_sqrt = math.sqrt(1.0 - beta2**step)
+    step_size = lr / (1.0 - beta1**step)
+    flags = (F_MAXIMIZE if maximize else 0) | (F_AMSGRAD if amsgrad else 0)
+    if weight_decay != 0:
+        flags |= F_WEIGHT_DECAY | (F_DECOUPLED if decoupled else 0)
+    scalars = (t(weight_decay), t(1.0 - lr * weight_decay), t(1.0 - beta1), t(beta2),
+               t(1.0 - beta2), t(bc2_sqrt), t(eps), t(step_size))
+    with params[0].device:
+        (params, grads, ms, vs, maxes), back = _contiguous(
+            ((params, True), (grads, False), (exp_avgs, True), (exp_avg_sqs, True),
+             (maxes, True)))
+        bad = _elementwise(func, "tessera_adam_step", params, grads, (ms, vs, maxes),
+                           scalars, flags, check_finite)
+        if not bad:
+            _copy_back(back)
+    return bad
+
+
+def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr, beta1, beta2, eps,
+              weight_decay, amsgrad, maximize, step, check_finite=False):
+    """Adam (L2 weight decay added to the gradient), in place; ``step`` counts from 1."""
+    return _adam("adam_step", params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, lr=lr,
+                 beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                 maximize=maximize, step=step, decoupled=False, check_finite=check_finite)
+
+
+def adamw_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr, beta1, beta2, eps,
+               weight_decay, amsgrad, maximize, step, check_finite=False):
+    """AdamW (decoupled weight decay: p *= 1 - lr*weight_decay first), in place."""
+    return _adam("adamw_step", params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, lr=lr,
+                 beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                 maximize=maximize, step=step, decoupled=True, check_finite=check_finite)
+
+
+# ---- Adafactor ------------------------------------------------------------------------------
+
+
+def _pow2_at_least(c: int, cap: int) -> int:
+    """The power of two >= c, at most cap (optim.cu's row_lanes / tile_cols)."""
+    g = 1
+    while g < cap and g < c:
+        g <<= 1
+    return g
+
+
+def factored_dims(shape: tuple) -> tuple:
+    """``(B, R, C)`` of a parameter of 2+ dims: the product of the leading axes, then the
+    last two."""
+    return math.prod(shape[:-2]), shape[-2], shape[-1]
+
+
+class AdafactorLayout(NamedTuple):
+    """Host arrays of one list of shapes: what the four launches read (see optim.cu)."""
+
+    tinfo: np.ndarray  # int64 (T, TI): per-tensor sizes and scratch slots (TI_* of optim.cu)
+    stats: np.ndarray  # int64 (count, 4): phase 1 items (rows, columns, variances, p^2)
+    rmean: np.ndarray  # int64 (count, 4): phase 2 items (t, first batch, batches, 0)
+    update: np.ndarray  # int64 (count, 4): phase 3 / 4 items (t, first element, count, slot)
+    flat: np.ndarray  # int64 (count, 4): flat items of the gradients (the non-finite check)
+    n_ps: int  # partial sums of p^2
+    n_us: int  # partial sums of U^2
+    n_rm: int  # batch means of the row moments
+
+
+def adafactor_layout(shapes, warp: int) -> AdafactorLayout:
+    """The work items of an Adafactor step over parameters of ``shapes`` (host side; the
+    row items are sized for a warp of ``warp`` lanes)."""
+    n_t = len(shapes)
+    tinfo = np.zeros((n_t, TI), np.int64)
+    stats, rmean, update = [], [], []
+    n_ps = n_us = n_rm = 0
+    flat = flat_items([math.prod(s) for s in shapes])
+    # flat is sorted by tensor: tensor t's items are flat[first[t]:first[t + 1]]
+    first = np.searchsorted(flat[:, 0], np.arange(n_t + 1, dtype=np.int64))
+
+    def tag(kind, t):
+        return (kind << 32) | t
+
+    for t, shape in enumerate(shapes):
+        n = math.prod(shape)
+        factored = len(shape) >= 2
+        B, R, C = factored_dims(shape) if factored else (1, 1, max(n, 1))
+        tinfo[t] = (n, B, R, C, 0, 0, 0, 0, 0, int(factored))
+        if factored:
+            if B * R:  # row moments (also where C == 0: their mean is then NaN, as NumPy's)
+                lanes = _pow2_at_least(C, warp)
+                per = max(BLOCK // lanes, -(-CHUNK // max(C, 1)))
+                r0 = np.arange(0, B * R, per, dtype=np.int64)
+                stats.append(np.stack([np.full_like(r0, tag(K_ROWS, t)), r0,
+                                       np.minimum(per, B * R - r0), np.zeros_like(r0)], 1))
+            if B * C:  # column moments, tiles of tile_cols(C) columns per batch
+                tc = _pow2_at_least(C, 32)
+                c0 = np.arange(0, C, tc, dtype=np.int64)
+                b = np.repeat(np.arange(B, dtype=np.int64), c0.size)
+                c0 = np.tile(c0, B)
+                stats.append(np.stack([np.full_like(b, tag(K_COLS, t)), b, c0,
+                                       np.minimum(tc, C - c0)], 1))
+        elif n:
+            part = flat[first[t]:first[t + 1]]
+            stats.append(np.stack([np.full(part.shape[0], tag(K_VAR, t), np.int64),
+                                   part[:, 1], part[:, 2], np.zeros(part.shape[0], np.int64)],
+                                  1))
+        if not n:
+            continue
+        part = flat[first[t]:first[t + 1]]  # p^2 partial sums over flat chunks
+        tinfo[t, 4], tinfo[t, 5] = n_ps, part.shape[0]
+        stats.append(np.stack([np.full(part.shape[0], tag(K_PSQ, t), np.int64), part[:, 1],
+                               part[:, 2], n_ps + np.arange(part.shape[0], dtype=np.int64)], 1))
+        n_ps += part.shape[0]
+        if factored:
+            per = max(1, BLOCK // warp) * RMEAN_WARPS_PER_ITEM
+            b0 = np.arange(0, B, per, dtype=np.int64)
+            rmean.append(np.stack([np.full_like(b0, t), b0, np.minimum(per, B - b0),
+                                   np.zeros_like(b0)], 1))
+            tinfo[t, 8] = n_rm
+            n_rm += B
+            # update items inside one batch each, so a block knows its batch
+            off = np.arange(0, R * C, CHUNK, dtype=np.int64)
+            lo = (np.arange(B, dtype=np.int64)[:, None] * (R * C) + off[None, :]).ravel()
+            cnt = np.tile(np.minimum(CHUNK, R * C - off), B)
+        else:
+            lo, cnt = part[:, 1], part[:, 2]
+        tinfo[t, 6], tinfo[t, 7] = n_us, lo.size
+        update.append(np.stack([np.full_like(lo, t), lo, cnt,
+                                n_us + np.arange(lo.size, dtype=np.int64)], 1))
+        n_us += lo.size
+
+    def cat(parts):
+        return np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
+
+    return AdafactorLayout(tinfo, cat(stats), cat(rmean), cat(update), flat, n_ps, n_us, n_rm)
+
+
+class _AdafactorPlan(NamedTuple):
+    tinfo: object  # device views of one uploaded int64 array
+    stats: object
+    rmean: object
+    update: object
+    flat: _Plan
+    counts: tuple  # (stats, rmean, update) item counts
+    n_ps: int
+    n_us: int
+    n_rm: int
+
+
+def _adafactor_plan(func, device, dtype, shapes, warp) -> _AdafactorPlan:
+    key = (device.id, dtype, "adafactor", shapes, warp)
+    plan = _plans.get(key)
+    if plan is None:
+        lay = adafactor_layout(shapes, warp)
+        parts = (lay.tinfo.ravel(), lay.stats.ravel(), lay.rmean.ravel(), lay.update.ravel(),
+                 lay.flat.ravel())
+        for p in (lay.stats, lay.rmean, lay.update, lay.flat):
+            _check_grid(func, p.shape[0])
+        dev = _cupy().asarray(np.concatenate(parts))
+        views, at = [], 0
+        for p in parts:
+            views.append(dev[at:at + p.size])
+            at += p.size
+        plan = _keep(_plans, key, _AdafactorPlan(
+            views[0], views[1], views[2], views[3], _Plan(views[4], lay.flat.shape[0]),
+            (lay.stats.shape[0], lay.rmean.shape[0], lay.update.shape[0]),
+            lay.n_ps, lay.n_us, lay.n_rm))
+    return plan
+
+
+def adafactor_step(params, grads, row_vars, col_vars, variances, *, lr, rho, rate, eps1, eps2,
+                   d, weight_decay, maximize, check_finite=False):
+    """Adafactor, in place (the NumPy launcher's contract).
+
+    ``rate`` is ``1 - beta2_t`` for this step (from the front end's one decay
+    function), ``rho`` the relative step size, ``eps1`` None for the dtype's epsilon.
+    Parameters of 2+ dims use ``row_vars``/``col_vars`` (shapes ``shape[:-1] + (1,)`` and
+    ``shape[:-2] + (1, shape[-1])``), others ``variances`` (the parameter's shape).
+    """
+    if not params:
+        return ()
+    func = "adafactor_step"
+    dtype = _check(func, params, grads, (("row_vars", row_vars, False),
+                                         ("col_vars", col_vars, False),
+                                         ("variances", variances, False)))
+    for i, p in enumerate(params):
+        if p.ndim > 1:
+            B, R, C = factored_dims(p.shape)
+            need = (("row_vars", row_vars, B * R), ("col_vars", col_vars, B * C))
+        else:
+            need = (("variances", variances, p.size),)
+        for name, lst, size in need:
+            if lst is None or lst[i] is None:
+                raise ValueError(f"{func}: {name}[{i}] is needed for params[{i}].shape="
+                                 f"{p.shape}. Received: {name}[{i}]=None")
+            if lst[i].size != size:
+                raise ValueError(f"{func}: {name}[{i}] must hold {size} elements for "
+                                 f"params[{i}].shape={p.shape}. Received: {name}[{i}].shape="
+                                 f"{lst[i].shape}")
+    cupy = _cupy()
+    t = dtype.type
+    n_t = len(params)
+    e1 = float(np.finfo(dtype).eps) if eps1 is None else eps1
+    high = rate >= 0.5
+    flags = (F_MAXIMIZE if maximize else 0) | (F_LERP_HIGH if high else 0) | \
+        (F_WEIGHT_DECAY if weight_decay != 0 else 0)
+    ct = CTYPE[dtype]
+    device = params[0].device
+    with device:
+        (params, grads, rows, cols, vars_), back = _contiguous(
+            ((params, True), (grads, False), (row_vars, True), (col_vars, True),
+             (variances, True)))
+        warp = _kernels.warp_size(device)
+        plan = _adafactor_plan(func, device, dtype, tuple(p.shape for p in params), warp)
+        table = _address_table(device, (params, grads,
+                                        [r if p.ndim > 1 else None for p, r in
+                                         zip(params, rows or [None] * n_t)],
+                                        [c if p.ndim > 1 else None for p, c in
+                                         zip(params, cols or [None] * n_t)],
+                                        [v if p.ndim <= 1 else None for p, v in
+                                         zip(params, vars_ or [None] * n_t)]))
+        check = None
+        if check_finite:
+            check = _raise_flags(device, dtype, plan.flat, table[n_t:2 * n_t], n_t)
+        skip = _NULL if check is None else check
+        # scratch: partial sums of p^2 and U^2, batch means (T); alpha and scale (double);
+        # the per-tensor counts of finished partial sums (zeroed). Through _kernels.empty,
+        # so the tests' poisoned buffers show any slot read before it is written.
+        sums = _kernels.empty((max(plan.n_ps + plan.n_us + plan.n_rm, 1),), dtype)
+        psum, usum = sums[:plan.n_ps], sums[plan.n_ps:plan.n_ps + plan.n_us]
+        rmean = sums[plan.n_ps + plan.n_us:]
+        factors = _kernels.empty((2 * n_t,), np.float64)
+        alpha, scale = factors[:n_t], factors[n_t:]
+        counts = cupy.zeros(2 * n_t, np.int32)
+        n1, n2, n3 = plan.counts
+        head = (plan.tinfo, table, np.int64(n_t))
+        if n1:
+            knl = _kernels.function(FILE, f"tessera_adafactor_stats<{ct}, {warp}, {BLOCK}>",
+                                    device)
+            knl((n1,), (BLOCK,), (plan.stats, *head, np.int32(flags),
+                                  t(1.0 - rate if high else rate), np.float64(eps2),
+                                  np.float64(rho), psum, counts[:n_t], alpha, skip))
+        if n2:
+            knl = _kernels.function(FILE, f"tessera_adafactor_rmean<{ct}, {warp}, {BLOCK}>",
+                                    device)
+            knl((n2,), (BLOCK,), (plan.rmean, *head, t(e1), rmean, skip))
+        if n3:
+            e1sq = t(e1 * e1)
+            knl = _kernels.function(FILE, f"tessera_adafactor_usq<{ct}, {warp}, {BLOCK}>",
+                                    device)
+            knl((n3,), (BLOCK,), (plan.update, *head, np.int32(flags), e1sq, rmean, usum,
+                                  counts[n_t:], np.float64(d), alpha, scale, skip))
+            knl = _kernels.function(FILE, f"tessera_adafactor_apply<{ct}, {warp}, {BLOCK}>",
+                                    device)
+            knl((n3,), (BLOCK,), (plan.update, *head, np.int32(flags), e1sq,
+                                  t(1.0 - lr * weight_decay), rmean, scale, skip))
+        bad = () if check is None else _read_flags(check)
+        if not bad:
+            _copy_back(back)
+    return bad
+
+
+def register(registry, backend_name: str) -> None:
+    dts = (_dtypes.float32, _dtypes.float64)
+    registry.register("sgd_step", backend_name, dts, sgd_step)
+    registry.register("adam_step", backend_name, dts, adam_step)
+    registry.register("adamw_step", backend_name, dts, adamw_step)
+    registry.register("adafactor_step", backend_name, dts, adafactor_step)

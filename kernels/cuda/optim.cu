@@ -1,0 +1,493 @@
+// optim.cu: multi-tensor optimizer steps (SGD, Adam/AdamW, Adafactor), in place, each
+//           phase one launch over every tensor of a call (backends/_cupy/optim.py).
+//
+// Computes   PyTorch's updates in the NumPy backend's exact order of operations
+//            (backends/numpy/optim.py): every product, sum, quotient and square root is
+//            rounded once in T, in the same sequence, with the hyperparameters already
+//            rounded to T by the host as NumPy rounds a Python float against a float32
+//            array. SGD and Adam/AdamW therefore match the NumPy backend bit for bit
+//            (subnormal float32 values aside, where the compile flushes them).
+//            tessera_nonfinite: flags the gradients holding a NaN or an inf.
+// Layout     Each call passes a table of work items (int64 quadruples, one block per
+//            item) and a pointer table: ptrs[k*ntensors + t] is the address of array k of
+//            tensor t (SGD: p, g, momentum buffer; Adam: p, g, m, v, max v; Adafactor: p,
+//            g, row, col, variance; 0 where absent). Tensors are contiguous. Elementwise
+//            items are (t, lo, cnt, slot): elements [lo, lo + cnt) of tensor t, cnt <=
+//            the launcher's chunk. Adafactor's item word 0 also holds the item's kind in
+//            its upper 32 bits; its factored moments are kept as the NumPy backend keeps
+//            them: p of shape (B, R, C) (leading axes flattened into B), row[b, r] at
+//            row[b*R + r], col[b, c] at col[b*C + c]; tinfo[TI*t + ...] holds each
+//            tensor's sizes and its slots in the call's scratch (TI_* below).
+// Launch     1-D blocks of BLOCK threads (a multiple of WARP, at most WARP warps), one
+//            block per item, grid = the item count. Every kernel first reads *skip when
+//            skip is not null (the flag tessera_nonfinite raised) and then does nothing,
+//            so check_finite costs no host round trip before the update.
+//            Adafactor runs four launches: stats (row and column means of g^2 and the
+//            moments' decay, the unfactored moments, partial sums of p^2), rmean (the mean
+//            of each batch's row moments), usq (partial sums of U^2) and apply. The
+//            partial sums of a tensor are added by its last block to finish (a
+//            __threadfence() and an atomic count per tensor, the count zeroed by the
+//            launcher), in slot order, so the result does not depend on which block
+//            finishes last.
+// Accumulates in T: float32 math for float32 (the row, column and batch sums and the RMS
+//            sums in float, as trees: lanes, then warps), double for float64. The RMS
+//            values, alpha and alpha / max(1, RMS(U)/d) are then computed in double from
+//            those sums, as the NumPy backend computes them from its float32 dot.
+// Numerics   NaN propagates through maxima as np.maximum's does. Adafactor's sums run in
+//            another order than NumPy's pairwise sums and BLAS dot: a few ulp.
+// Reference  SGD: torch.optim.SGD; Adam: D. P. Kingma and J. Ba, "Adam: A Method for
+//            Stochastic Optimization", ICLR 2015; AdamW: I. Loshchilov and F. Hutter,
+//            "Decoupled Weight Decay Regularization", ICLR 2019; Adafactor: N. Shazeer
+//            and M. Stern, "Adafactor: Adaptive Learning Rates with Sublinear Memory
+//            Cost", ICML 2018 (R_t, C_t, V_t = R_t C_t / mean(R_t), U = g / sqrt(V),
+//            alpha_t = max(eps2, RMS(p)) rho_t, p -= alpha_t U / max(1, RMS(U)/d)), as
+//            torch.optim.Adafactor.
+
+#include "tessera/types.cuh"
+#include "tessera/warp.cuh"
+
+namespace tessera {
+
+// Launch flags (bit masks); the same bits as backends/_cupy/optim.py.
+enum {
+    F_MAXIMIZE = 1,
+    F_WEIGHT_DECAY = 2,
+    F_MOMENTUM = 4,
+    F_FIRST = 8,
+    F_NESTEROV = 16,
+    F_DECOUPLED = 32,
+    F_AMSGRAD = 64,
+    F_LERP_HIGH = 128,
+};
+
+// Adafactor's item kinds (upper 32 bits of an item's first word).
+enum { K_ROWS = 1, K_COLS = 2, K_VAR = 3, K_PSQ = 4 };
+
+// Adafactor's per-tensor table: tinfo[TI*t + field].
+enum {
+    TI_N = 0,       // elements
+    TI_B = 1,       // leading batch (product of the axes before the last two)
+    TI_R = 2,       // rows (axis -2)
+    TI_C = 3,       // columns (axis -1)
+    TI_PS_BASE = 4, // first slot of the partial sums of p^2
+    TI_PS_N = 5,    // their count
+    TI_US_BASE = 6, // first slot of the partial sums of U^2
+    TI_US_N = 7,    // their count
+    TI_RM_BASE = 8, // first entry of the batch means of the row moments
+    TI_FACTORED = 9,
+    TI = 10,
+};
+
+__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float sqrt_rn(float a) { return __fsqrt_rn(a); }
+__device__ __forceinline__ double sqrt_rn(double a) { return __dsqrt_rn(a); }
+
+// np.maximum(a, b): NaN when either is; a when they compare equal.
+template <typename T> __device__ __forceinline__ T nan_max(T a, T b)
+{
+    return (a >= b || a != a) ? a : b;
+}
+
+__device__ __forceinline__ bool is_finite(float v)
+{
+    return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
+}
+__device__ __forceinline__ bool is_finite(double v)
+{
+    return (__double_as_longlong(v) & 0x7ff0000000000000LL) != 0x7ff0000000000000LL;
+}
+
+template <typename T>
+__device__ __forceinline__ T *table_ptr(const long long *ptrs, long long ntensors, int k,
+                                        long long t)
+{
+    return reinterpret_cast<T *>(ptrs[k * ntensors + t]);
+}
+
+// a <- lerp(a, b, w) with torch's two-sided formula, w rounded to T by the host: a +
+// (b - a) w for w < 0.5, else b - (b - a) (1 - w) (wt is then 1 - w).
+template <typename T> __device__ __forceinline__ T lerp(T a, T b, T wt, bool high)
+{
+    const T d = sub(b, a);
+    return high ? sub(b, mul(d, wt)) : add(a, mul(d, wt));
+}
+
+// The sum over the first `lanes` lanes of each group of `lanes` (a power of two <= WARP),
+// in the group's first lane; every lane of the warp calls it with the same lanes.
+template <int WARP, typename T> __device__ __forceinline__ T group_sum(T v, int lanes)
+{
+    for (int delta = lanes / 2; delta > 0; delta >>= 1) v = add(v, shfl_down<WARP>(v, delta));
+    return v;
+}
+
+// Lanes per row of the row sums (the power of two >= C, at most WARP), and columns per
+// tile of the column sums (the power of two >= C, at most 32). The launcher mirrors both:
+// row_lanes to size its row items, tile_cols to cut the columns into tiles.
+template <int WARP> __device__ __forceinline__ int row_lanes(long long C)
+{
+    int g = 1;
+    while (g < WARP && g < C) g <<= 1;
+    return g;
+}
+__device__ __forceinline__ int tile_cols(long long C)
+{
+    int g = 1;
+    while (g < 32 && g < C) g <<= 1;
+    return g;
+}
+
+// Stores this block's partial sum in part[slot] and counts the block in *count; true
+// (in every thread) in the block that finishes the tensor's `total` partial sums.
+template <typename T>
+__device__ __forceinline__ bool finish_part(T s, T *part, long long slot, int *count,
+                                            long long total, int *last)
+{
+    if (threadIdx.x == 0) {
+        part[slot] = s;
+        __threadfence();  // the partial sum is visible device-wide before the count
+        *last = atomicAdd(count, 1) == (int)(total - 1);
+    }
+    __syncthreads();
+    const bool done = *last != 0;
+    if (done) __threadfence();
+    return done;
+}
+
+// The sum of part[0 .. total) in a fixed order (thread t: parts t, t + BLOCK, ..., then
+// block_sum), in thread 0. Volatile loads: the parts were written by other blocks.
+template <int WARP, int BLOCK, typename T>
+__device__ __forceinline__ T sum_parts(const T *part, long long total, T *scratch)
+{
+    const volatile T *vp = part;
+    T acc = zero<T>();
+    for (long long j = threadIdx.x; j < total; j += BLOCK) acc = add(acc, vp[j]);
+    return block_sum<WARP, BLOCK>(acc, scratch);
+}
+
+// The elements of an Adafactor update item of a factored tensor: the item lies in one
+// batch b; a thread walks its elements (r, c) of that batch BLOCK apart, carrying the
+// row/column position instead of dividing per element.
+struct Walker {
+    long long r, c, dr, dc, C;
+    __device__ __forceinline__ Walker(long long local, long long C_, int block) : C(C_)
+    {
+        r = local / C;
+        c = local - r * C;
+        dr = block / C;
+        dc = block - dr * C;
+    }
+    __device__ __forceinline__ void next()
+    {
+        c += dc;
+        r += dr;
+        if (c >= C) {
+            c -= C;
+            r += 1;
+        }
+    }
+};
+
+}  // namespace tessera
+
+// ---- SGD ------------------------------------------------------------------------------
+
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_sgd_step(const long long *items, const long long *ptrs, const long long ntensors,
+                 const int flags, const T lr, const T momentum, const T keep, const T wd,
+                 const int *skip)
+{
+    using namespace tessera;
+    if (skip != nullptr && *skip != 0) return;
+    const long long *it = items + 4 * (long long)blockIdx.x;
+    const long long t = it[0], lo = it[1], cnt = it[2];
+    T *p = table_ptr<T>(ptrs, ntensors, 0, t) + lo;
+    const T *g = table_ptr<const T>(ptrs, ntensors, 1, t) + lo;
+    T *buf = (flags & F_MOMENTUM) ? table_ptr<T>(ptrs, ntensors, 2, t) + lo : nullptr;
+    for (long long i = threadIdx.x; i < cnt; i += BLOCK) {
+        T d = g[i];
+        if (flags & F_MAXIMIZE) d = -d;
+        if (flags & F_WEIGHT_DECAY) d = add(d, mul(p[i], wd));
+        if (flags & F_MOMENTUM) {
+            // first step: buf = d; then buf = buf*momentum + d*(1 - dampening)
+            const T b = (flags & F_FIRST) ? d : add(mul(buf[i], momentum), mul(d, keep));
+            buf[i] = b;
+            d = (flags & F_NESTEROV) ? add(d, mul(b, momentum)) : b;
+        }
+        p[i] = sub(p[i], mul(d, lr));
+    }
+}
+
+// ---- Adam / AdamW ---------------------------------------------------------------------
+
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_adam_step(const long long *items, const long long *ptrs, const long long ntensors,
+                  const int flags, const T wd, const T keep, const T one_b1, const T beta2,
+                  const T one_b2, const T bc2_sqrt, const T eps, const T step_size,
+                  const int *skip)
+{
+    using namespace tessera;
+    if (skip != nullptr && *skip != 0) return;
+    const long long *it = items + 4 * (long long)blockIdx.x;
+    const long long t = it[0], lo = it[1], cnt = it[2];
+    T *p = table_ptr<T>(ptrs, ntensors, 0, t) + lo;
+    const T *g = table_ptr<const T>(ptrs, ntensors, 1, t) + lo;
+    T *m = table_ptr<T>(ptrs, ntensors, 2, t) + lo;
+    T *v = table_ptr<T>(ptrs, ntensors, 3, t) + lo;
+    T *vmax = (flags & F_AMSGRAD) ? table_ptr<T>(ptrs, ntensors, 4, t) + lo : nullptr;
+    for (long long i = threadIdx.x; i < cnt; i += BLOCK) {
+        T d = g[i];
+        if (flags & F_MAXIMIZE) d = -d;
+        T pi = p[i];
+        if (flags & F_WEIGHT_DECAY) {
+            if (flags & F_DECOUPLED)
+                pi = mul(pi, keep);  // AdamW: p *= 1 - lr*weight_decay
+            else
+                d = add(d, mul(pi, wd));  // Adam: g + weight_decay*p
+        }
+        const T mi = add(m[i], mul(sub(d, m[i]), one_b1));    // lerp(m, d, 1 - beta1)
+        const T vi = add(mul(v[i], beta2), mul(mul(d, d), one_b2));
+        m[i] = mi;
+        v[i] = vi;
+        T den;
+        if (flags & F_AMSGRAD) {
+            const T vm = nan_max(vmax[i], vi);
+            vmax[i] = vm;
+            den = sqrt_rn(vm);
+        } else {
+            den = sqrt_rn(vi);
+        }
+        den = add(div_rn(den, bc2_sqrt), eps);
+        p[i] = sub(pi, mul(div_rn(mi, den), step_size));
+    }
+}
+
+// ---- check_finite ---------------------------------------------------------------------
+
+// flags[0] = 1 when any gradient holds a NaN or an inf, flags[1 + t] = 1 for each such t
+// (flags zeroed by the launcher; every writer stores the same 1).
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_nonfinite(const long long *items, const long long *gptrs, int *flags)
+{
+    const long long *it = items + 4 * (long long)blockIdx.x;
+    const long long t = it[0], lo = it[1], cnt = it[2];
+    const T *g = reinterpret_cast<const T *>(gptrs[t]) + lo;
+    bool bad = false;
+    for (long long i = threadIdx.x; i < cnt; i += BLOCK) bad |= !tessera::is_finite(g[i]);
+    if (bad) {
+        flags[0] = 1;
+        flags[1 + t] = 1;
+    }
+}
+
+// ---- Adafactor ------------------------------------------------------------------------
+
+// Phase 1. Items: K_ROWS (t, first row, rows): the row means of g^2 over the last axis
+// (row_lanes(C) lanes per row) and row <- lerp(row, mean, rate); K_COLS (t, b, first
+// column, columns): column means over the rows of batch b for up to tile_cols(C) columns
+// (BLOCK / tile_cols(C) threads per column, then their sums in thread order) and col <-
+// lerp(col, mean, rate); K_VAR (t, lo, cnt): var <- lerp(var, g^2, rate); K_PSQ (t, lo,
+// cnt, slot): the partial sum of p^2, and in the tensor's last block alpha[t] =
+// max(eps2, RMS(p)) * rho in double.
+template <typename T, int WARP, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_adafactor_stats(const long long *items, const long long *tinfo, const long long *ptrs,
+                        const long long ntensors, const int flags, const T wt,
+                        const double eps2, const double rho, T *psum, int *counts,
+                        double *alpha, const int *skip)
+{
+    using namespace tessera;
+    __shared__ T red[BLOCK];
+    __shared__ int last;
+    if (skip != nullptr && *skip != 0) return;
+    const long long *it = items + 4 * (long long)blockIdx.x;
+    const int kind = (int)(it[0] >> 32);
+    const long long t = it[0] & 0xffffffffLL;
+    const long long *ti = tinfo + TI * t;
+    const long long R = ti[TI_R], C = ti[TI_C];
+    const bool high = (flags & F_LERP_HIGH) != 0;
+    const T *g = table_ptr<const T>(ptrs, ntensors, 1, t);
+    if (kind == K_ROWS) {
+        T *row = table_ptr<T>(ptrs, ntensors, 2, t);
+        const int G = row_lanes<WARP>(C);
+        const int sub_lane = threadIdx.x % G;
+        const long long r0 = it[1], nr = it[2];
+        for (long long base = 0; base < nr; base += BLOCK / G) {  // block-uniform
+            const long long r = base + threadIdx.x / G;
+            T s = zero<T>();
+            if (r < nr) {
+                const T *gr = g + (r0 + r) * C;
+                for (long long c = sub_lane; c < C; c += G) s = add(s, mul(gr[c], gr[c]));
+            }
+            s = group_sum<WARP>(s, G);
+            if (sub_lane == 0 && r < nr)
+                row[r0 + r] = lerp(row[r0 + r], div_rn(s, (T)C), wt, high);
+        }
+    } else if (kind == K_COLS) {
+        T *col = table_ptr<T>(ptrs, ntensors, 3, t);
+        const int TC = tile_cols(C), RL = BLOCK / TC;
+        const int cx = threadIdx.x % TC, ry = threadIdx.x / TC;
+        const long long b = it[1], c = it[2] + cx, nc = it[3];
+        T s = zero<T>();
+        if (cx < nc) {
+            const T *gb = g + b * R * C + c;
+            for (long long r = ry; r < R; r += RL) s = add(s, mul(gb[r * C], gb[r * C]));
+        }
+        red[threadIdx.x] = s;
+        __syncthreads();
+        if (ry == 0 && cx < nc) {
+            T tot = red[cx];
+            for (int j = 1; j < RL; ++j) tot = add(tot, red[j * TC + cx]);
+            col[b * C + c] = lerp(col[b * C + c], div_rn(tot, (T)R), wt, high);
+        }
+    } else if (kind == K_VAR) {
+        T *var = table_ptr<T>(ptrs, ntensors, 4, t);
+        const long long lo = it[1], cnt = it[2];
+        for (long long i = threadIdx.x; i < cnt; i += BLOCK) {
+            const T gv = g[lo + i];
+            var[lo + i] = lerp(var[lo + i], mul(gv, gv), wt, high);
+        }
+    } else if (kind == K_PSQ) {
+        const T *p = table_ptr<const T>(ptrs, ntensors, 0, t);
+        const long long lo = it[1], cnt = it[2], slot = it[3];
+        T s = zero<T>();
+        for (long long i = threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], p[lo + i]));
+        s = block_sum<WARP, BLOCK>(s, red);
+        if (finish_part(s, psum, slot, counts + t, ti[TI_PS_N], &last)) {
+            const T tot = sum_parts<WARP, BLOCK>(psum + ti[TI_PS_BASE], ti[TI_PS_N], red);
+            if (threadIdx.x == 0) {
+                const long long n = ti[TI_N] > 1 ? ti[TI_N] : 1;
+                const double rms = __dsqrt_rn(__ddiv_rn((double)tot, (double)n));
+                alpha[t] = __dmul_rn(rms > eps2 ? rms : eps2, rho);  // Python's max(eps2, rms)
+            }
+        }
+    }
+}
+
+// Phase 2. Items (t, first batch, batches): one warp per batch b of a factored tensor:
+// rmean[rm_base + b] = max(mean_r row[b, r], eps1) (np.maximum).
+template <typename T, int WARP, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_adafactor_rmean(const long long *items, const long long *tinfo, const long long *ptrs,
+                        const long long ntensors, const T e1, T *rmean, const int *skip)
+{
+    using namespace tessera;
+    if (skip != nullptr && *skip != 0) return;
+    const long long *it = items + 4 * (long long)blockIdx.x;
+    const long long t = it[0] & 0xffffffffLL, b0 = it[1], nb = it[2];
+    const long long *ti = tinfo + TI * t;
+    const long long R = ti[TI_R];
+    const T *row = table_ptr<const T>(ptrs, ntensors, 2, t);
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    for (long long base = 0; base < nb; base += BLOCK / WARP) {  // block-uniform
+        const long long b = base + w;
+        T s = zero<T>();
+        if (b < nb)
+            for (long long r = lane; r < R; r += WARP) s = add(s, row[(b0 + b) * R + r]);
+        s = warp_sum<WARP>(s);
+        if (lane == 0 && b < nb) rmean[ti[TI_RM_BASE] + b0 + b] = nan_max(div_rn(s, (T)R), e1);
+    }
+}
+
+namespace tessera {
+
+// U at one element: g / sqrt(max(V, eps1^2)), V = row*col/rmean (factored) or var.
+template <typename T>
+__device__ __forceinline__ T adafactor_u(T gv, T v, T e1sq, bool maximize)
+{
+    if (maximize) gv = -gv;
+    return div_rn(gv, sqrt_rn(nan_max(v, e1sq)));
+}
+
+}  // namespace tessera
+
+// Phase 3. Items (t, lo, cnt, slot), lying in one batch for factored tensors: the partial
+// sum of U^2; the tensor's last block sets scale[t] = alpha[t] / max(1, RMS(U)/d).
+template <typename T, int WARP, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_adafactor_usq(const long long *items, const long long *tinfo, const long long *ptrs,
+                      const long long ntensors, const int flags, const T e1sq,
+                      const T *rmean, T *usum, int *counts, const double d,
+                      const double *alpha, double *scale, const int *skip)
+{
+    using namespace tessera;
+    __shared__ T red[BLOCK / WARP];
+    __shared__ int last;
+    if (skip != nullptr && *skip != 0) return;
+    const long long *it = items + 4 * (long long)blockIdx.x;
+    const long long t = it[0] & 0xffffffffLL, lo = it[1], cnt = it[2], slot = it[3];
+    const long long *ti = tinfo + TI * t;
+    const bool maximize = (flags & F_MAXIMIZE) != 0;
+    const T *g = table_ptr<const T>(ptrs, ntensors, 1, t);
+    T s = zero<T>();
+    if (ti[TI_FACTORED]) {
+        const long long R = ti[TI_R], C = ti[TI_C], RC = R * C;
+        const long long b = lo / RC;
+        const T *row = table_ptr<const T>(ptrs, ntensors, 2, t) + b * R;
+        const T *col = table_ptr<const T>(ptrs, ntensors, 3, t) + b * C;
+        const T rm = rmean[ti[TI_RM_BASE] + b];
+        Walker w(lo - b * RC + threadIdx.x, C, BLOCK);
+        for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next()) {
+            const T u = adafactor_u(g[lo + i], div_rn(mul(row[w.r], col[w.c]), rm), e1sq,
+                                    maximize);
+            s = add(s, mul(u, u));
+        }
+    } else {
+        const T *var = table_ptr<const T>(ptrs, ntensors, 4, t);
+        for (long long i = threadIdx.x; i < cnt; i += BLOCK) {
+            const T u = adafactor_u(g[lo + i], var[lo + i], e1sq, maximize);
+            s = add(s, mul(u, u));
+        }
+    }
+    s = block_sum<WARP, BLOCK>(s, red);
+    if (finish_part(s, usum, slot, counts + t, ti[TI_US_N], &last)) {
+        const T tot = sum_parts<WARP, BLOCK>(usum + ti[TI_US_BASE], ti[TI_US_N], red);
+        if (threadIdx.x == 0) {
+            const long long n = ti[TI_N] > 1 ? ti[TI_N] : 1;
+            const double q = __ddiv_rn(__dsqrt_rn(__ddiv_rn((double)tot, (double)n)), d);
+            scale[t] = __ddiv_rn(alpha[t], q > 1.0 ? q : 1.0);  // Python's max(1.0, q)
+        }
+    }
+}
+
+// Phase 4. The items of phase 3: p <- p * (1 - lr*weight_decay) - U * T(scale[t]).
+template <typename T, int WARP, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_adafactor_apply(const long long *items, const long long *tinfo, const long long *ptrs,
+                        const long long ntensors, const int flags, const T e1sq, const T keep,
+                        const T *rmean, const double *scale, const int *skip)
+{
+    using namespace tessera;
+    if (skip != nullptr && *skip != 0) return;
+    const long long *it = items + 4 * (long long)blockIdx.x;
+    const long long t = it[0] & 0xffffffffLL, lo = it[1], cnt = it[2];
+    const long long *ti = tinfo + TI * t;
+    const bool maximize = (flags & F_MAXIMIZE) != 0, decay = (flags & F_WEIGHT_DECAY) != 0;
+    T *p = table_ptr<T>(ptrs, ntensors, 0, t);
+    const T *g = table_ptr<const T>(ptrs, ntensors, 1, t);
+    const T sc = (T)scale[t];
+    if (ti[TI_FACTORED]) {
+        const long long R = ti[TI_R], C = ti[TI_C], RC = R * C;
+        const long long b = lo / RC;
+        const T *row = table_ptr<const T>(ptrs, ntensors, 2, t) + b * R;
+        const T *col = table_ptr<const T>(ptrs, ntensors, 3, t) + b * C;
+        const T rm = rmean[ti[TI_RM_BASE] + b];
+        Walker w(lo - b * RC + threadIdx.x, C, BLOCK);
+        for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next()) {
+            const T u = adafactor_u(g[lo + i], div_rn(mul(row[w.r], col[w.c]), rm), e1sq,
+                                    maximize);
+            const T pv = decay ? mul(p[lo + i], keep) : p[lo + i];
+            p[lo + i] = sub(pv, mul(u, sc));
+        }
+    } else {
+        const T *var = table_ptr<const T>(ptrs, ntensors, 4, t);
+        for (long long i = threadIdx.x; i < cnt; i += BLOCK) {
+            const T u = adafactor_u(g[lo + i], var[lo + i], e1sq, maximize);
+            const T pv = decay ? mul(p[lo + i], keep) : p[lo + i];
+            p[lo + i] = sub(pv, mul(u, sc));
+        }
+    }
+}
