@@ -80,6 +80,21 @@ class KernelRegistry:
                     raise ValueError(f"register: a kernel is already registered for {key}")
                 self._kernels[key] = launcher
 
+    def register_family(self, family: str, backend: str, dtypes, launchers) -> None:
+        """Register ``launchers[op]`` for every op of kernel family ``family`` (a mapping by
+        op name, e.g. a launcher module's ``globals()``), each for ``dtypes``."""
+        try:
+            ops = FAMILIES[family]
+        except KeyError:
+            raise ValueError(f"register_family: unknown family. Expected one of "
+                             f"{sorted(FAMILIES)}. Received: family={family!r}") from None
+        missing = [op for op in ops if op not in launchers]
+        if missing:
+            raise ValueError(f"register_family: the {family} family needs a launcher for "
+                             f"every op. Received: none for {', '.join(missing)}")
+        for op in ops:
+            self.register(op, backend, dtypes, launchers[op])
+
     def unregister_backend(self, backend: str) -> None:
         with self._lock:
             for key in [k for k in self._kernels if k.backend == backend]:
@@ -96,9 +111,8 @@ class KernelRegistry:
             self._check_key(op, backend, dtype, variant, "lookup")
             raise
         self._check_key(op, backend, dtype, variant, "lookup")
-        same = sorted(
-            {(k.dtype.name, k.variant) for k in self._kernels if k.op == op and k.backend == backend}
-        )
+        same = sorted({(k.dtype.name, k.variant) for k in self._kernels
+                       if k.op == op and k.backend == backend})
         if same:
             have = ", ".join(f"{d}/{v}" for d, v in same)
             msg = f"Registered on {backend} (dtype/variant): {have}."

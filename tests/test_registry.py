@@ -177,3 +177,16 @@ def test_coverage_matrix_prints(capsys):
     # every registered key appears in the matrix
     rows = {(ln.split()[0], ln.split()[1], ln.split()[2]) for ln in lines[1:]}
     assert rows == {(k.op, k.backend, k.variant) for k in registry.keys()}
+
+
+def test_register_family_registers_every_op_of_the_family(reg):
+    launchers = {op: _launcher for op in _dispatch.FAMILIES["optimizer"]}
+    reg.register_family("optimizer", "fake", (xp.float32, xp.float64), launchers)
+    assert {(k.op, k.dtype) for k in reg.keys()} == {
+        (op, dt) for op in _dispatch.FAMILIES["optimizer"] for dt in (xp.float32, xp.float64)}
+    with pytest.raises(ValueError, match=r"^register_family: the fft family needs a launcher "
+                                         r"for every op. Received: none for fft_c2c"):
+        reg.register_family("fft", "fake", xp.complex64, {"fft_r2c": _launcher,
+                                                          "fft_c2r": _launcher})
+    with pytest.raises(ValueError, match=r"^register_family: unknown family"):
+        reg.register_family("optimizers", "fake", xp.float32, launchers)

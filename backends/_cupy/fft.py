@@ -31,6 +31,8 @@ launcher carries it as ``launcher.plan_cache``.
 
 from __future__ import annotations
 
+from tessera_array.backends._common.plans import BasePlanCache
+
 from tessera_array import _dtypes
 
 __all__ = ["CupyPlanCache", "fft_c2c", "fft_c2r", "fft_r2c", "plan_cache", "register"]
@@ -102,7 +104,7 @@ def fft_c2r(a, s, axes, norm, forward):
     return _irfftn(a, s, axes, norm)
 
 
-class CupyPlanCache:
+class CupyPlanCache(BasePlanCache):
     """CuPy's cuFFT plan cache of one device, for the calling thread (a ``PlanCache``).
 
     ``size``/``memsize`` count the plans held and their work areas' bytes;
@@ -112,71 +114,51 @@ class CupyPlanCache:
     """
 
     def __init__(self, device):
-        self._device = device  # a tessera Device of the CuPy backend
+        super().__init__(device)
+        self.backend = device.backend.name
 
     def _cache(self):
-        import cupy
+        from cupy.cuda import Device
         from cupy.fft.config import get_plan_cache
 
-        with cupy.cuda.Device(self._device.index):
+        with Device(self._device.index):
             return get_plan_cache()
 
-    @property
-    def size(self) -> int:
+    def _size(self) -> int:
         return int(self._cache().get_curr_size())
 
-    @property
-    def max_size(self) -> int | None:
+    def _memsize(self) -> int:
+        return int(self._cache().get_curr_memsize())
+
+    def _get_max_size(self):
         n = int(self._cache().get_size())
         return None if n < 0 else n
 
-    @max_size.setter
-    def max_size(self, value) -> None:
-        if value is not None and (not isinstance(value, int) or value < 0):
-            raise ValueError(f"PlanCache.max_size: expected None or an int >= 0. "
-                             f"Received: max_size={value!r}")
-        import cupy
-
-        with cupy.cuda.Device(self._device.index):
-            self._cache().set_size(-1 if value is None else value)
-
-    @property
-    def memsize(self) -> int:
-        return int(self._cache().get_curr_memsize())
-
-    @property
-    def max_memory(self) -> int | None:
+    def _get_max_memory(self):
         n = int(self._cache().get_memsize())
         return None if n < 0 else n
 
-    @max_memory.setter
-    def max_memory(self, value) -> None:
-        if value is not None and (not isinstance(value, int) or value < 0):
-            raise ValueError(f"PlanCache.max_memory: expected None or an int >= 0. "
-                             f"Received: max_memory={value!r}")
-        import cupy
+    def _set_max_size(self, value) -> None:
+        from cupy.cuda import Device
 
-        with cupy.cuda.Device(self._device.index):
+        with Device(self._device.index):
+            self._cache().set_size(-1 if value is None else value)
+
+    def _set_max_memory(self, value) -> None:
+        from cupy.cuda import Device
+
+        with Device(self._device.index):
             self._cache().set_memsize(-1 if value is None else value)
 
     def clear(self) -> None:
-        import cupy
+        from cupy.cuda import Device
 
-        with cupy.cuda.Device(self._device.index):
+        with Device(self._device.index):
             self._cache().clear()
 
-    def info(self) -> dict:
-        return {"backend": self._device.backend.name, "device": str(self._device),
-                "library": "cuFFT via cupy.fft", "size": self.size, "max_size": self.max_size,
-                "memsize": self.memsize, "max_memory": self.max_memory,
+    def _notes(self) -> dict:
+        return {"library": "cuFFT via cupy.fft",
                 "notes": "CuPy's cache: one per thread and device, least recently used out"}
-
-    def show(self) -> None:
-        for key, value in self.info().items():
-            print(f"{key}: {value}")
-
-    def __repr__(self) -> str:
-        return f"CupyPlanCache(device={self._device}, size={self.size}, max_size={self.max_size})"
 
 
 def plan_cache(device) -> CupyPlanCache:

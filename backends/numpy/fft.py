@@ -65,6 +65,8 @@ import importlib.util
 import os
 
 import numpy as np
+from tessera_array.backends._common.plans import BasePlanCache
+from tessera_array.backends._xp._dtypes import COMPLEX_OF, REAL_OF
 
 from tessera_array import _dtypes
 
@@ -198,14 +200,6 @@ def _scipy_launchers(sfft=None):
 # ---- numpy.fft (no SciPy) -----------------------------------------------------------------
 
 
-# The result dtype of each transform kind, by input dtype (precision kept).
-_COMPLEX_OF = {np.dtype(k): np.dtype(v) for k, v in (
-    ("float32", "complex64"), ("float64", "complex128"),
-    ("complex64", "complex64"), ("complex128", "complex128"))}
-_REAL_OF = {np.dtype(k): np.dtype(v) for k, v in (
-    ("complex64", "float32"), ("complex128", "float64"))}
-
-
 def _cast_back(r: np.ndarray, want: np.dtype) -> np.ndarray:
     """``r`` as ``want``: NumPy < 2 answers single-precision input in double precision."""
     return r if r.dtype == want else r.astype(want)
@@ -233,7 +227,7 @@ def _numpy_launchers(nfft):
             m = _MIRROR[norm]
             r = nfft.rfft(a, s[0], axes[0], m) if len(axes) == 1 else nfft.rfftn(a, s, axes, m)
             r = np.conjugate(r, out=r)
-        return _cast_back(r, _COMPLEX_OF[a.dtype])
+        return _cast_back(r, COMPLEX_OF[a.dtype])
 
     def numpy_c2r(a, s, axes, norm, forward):
         """Complex-to-real: ``irfftn``, or ``hfftn`` = irfftn(conj(a)) with norm mirrored."""
@@ -241,7 +235,7 @@ def _numpy_launchers(nfft):
             a, norm = np.conjugate(a), _MIRROR[norm]
         r = nfft.irfft(a, s[0], axes[0], norm) if len(axes) == 1 else nfft.irfftn(
             a, s, axes, norm)
-        return _cast_back(r, _REAL_OF[a.dtype])
+        return _cast_back(r, REAL_OF[a.dtype])
 
     return numpy_c2c, numpy_r2c, numpy_c2r
 
@@ -249,84 +243,39 @@ def _numpy_launchers(nfft):
 # ---- the plan cache ---------------------------------------------------------------------
 
 
-class PocketfftPlanCache:
+class PocketfftPlanCache(BasePlanCache):
     """pocketfft's own plan cache, described as it is (see :mod:`tessera_array.fft`).
 
     pocketfft holds up to 16 plans per plan type (complex or real transform, per
     precision), least recently used first out, inside the compiled extension;
     nothing reports how many it holds or how much memory they take, and nothing
-    can empty it from Python.
+    can empty it from Python: ``size`` and ``memsize`` are None, ``clear()`` does
+    nothing (the cache is bounded, so it never grows past ``max_size``).
     """
 
+    backend = "numpy"
+
     def __init__(self, engine: str, library, max_size: int | None):
+        super().__init__()
         self._engine = engine
         self._library = library  # a callable: "scipy 1.17.1" (imports scipy when asked)
         self._max_size = max_size
+        self.fixed_bounds = (
+            f"the numpy backend's plans live in pocketfft's own cache, bounded by count only "
+            f"({max_size} per plan type, fixed when {engine} is compiled), not by memory")
 
-    @property
-    def size(self):
-        """None: pocketfft does not report how many plans it holds."""
-        return None
-
-    @property
-    def max_size(self):
-        """Plans kept per plan type (pocketfft's compiled-in bound), or None if unknown."""
+    def _get_max_size(self):
         return self._max_size
 
-    @max_size.setter
-    def max_size(self, value):
-        raise NotImplementedError(
-            f"PlanCache.max_size: the numpy backend's plans live in pocketfft's own cache, "
-            f"whose bound ({self._max_size} per plan type) is fixed when {self._engine} is "
-            f"compiled. Received: max_size={value!r}"
-        )
-
-    @property
-    def memsize(self):
-        """None: the memory held by pocketfft's plans is not reported."""
-        return None
-
-    @property
-    def max_memory(self):
-        """None: pocketfft bounds its cache by count only, not by memory."""
-        return None
-
-    @max_memory.setter
-    def max_memory(self, value):
-        raise NotImplementedError(
-            f"PlanCache.max_memory: pocketfft bounds its plan cache by count only; there is "
-            f"no memory bound to set on the numpy backend. Received: max_memory={value!r}"
-        )
-
-    def clear(self) -> None:
-        """Does nothing, and cannot: pocketfft gives no way to drop its plans.
-
-        Its cache is bounded (``max_size`` per plan type), so it never grows past that.
-        """
-
-    def info(self) -> dict:
+    def _notes(self) -> dict:
         return {
-            "backend": "numpy",
             "engine": self._engine,
             "library": self._library(),
             "holds_plans": "inside pocketfft's compiled code; not visible to tessera_array",
-            "size": None,
-            "max_size": self._max_size,
             "max_size_scope": "per plan type (complex/real, per precision), LRU",
-            "memsize": None,
-            "max_memory": None,
             "clearable": False,
             "workers": workers() if self._engine == "scipy.fft" else 1,
         }
-
-    def show(self) -> None:
-        """Print :meth:`info`, one field a line."""
-        for key, value in self.info().items():
-            print(f"{key}: {value}")
-
-    def __repr__(self) -> str:
-        return (f"PocketfftPlanCache(engine={self._engine!r}, size=None, "
-                f"max_size={self._max_size}, memsize=None, max_memory=None)")
 
 
 # ---- engines and registration ------------------------------------------------------------

@@ -23,6 +23,9 @@ import functools
 import numpy as np
 from tessera_array.backends._common import c_strides, coalesce, from_text, memo
 
+from tessera_array._backend_api import KERNELS
+from tessera_array._dispatch import KernelRegistry
+
 from . import _memory
 from ._compile import build_count, generated_kernel
 from ._families import add_families, family_failures
@@ -425,8 +428,10 @@ class AdaptingRegistry:
     ``base[:, ::2]``), go through :func:`contiguous_operands`; every other launcher
     is registered as it is."""
 
-    WRITES = frozenset({"sgd_step", "adam_step", "adamw_step", "adafactor_step", "axpy",
-                        "aypx"})
+    # The ops whose launchers write their operands (the contract's KernelSpec.writes),
+    # but cg_fused, whose solve state is made of contiguous vectors it checks itself.
+    WRITES = frozenset(op for op, spec in KERNELS.items()
+                       if spec.writes and spec.returns != "object")
 
     def __init__(self, registry):
         self._registry = registry
@@ -435,3 +440,5 @@ class AdaptingRegistry:
         if op in self.WRITES:
             launcher = contiguous_operands(launcher, True)
         self._registry.register(op, backend, dtypes, launcher, **kwargs)
+
+    register_family = KernelRegistry.register_family  # (through register, above)

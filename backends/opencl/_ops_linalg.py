@@ -246,7 +246,8 @@ def vecdot(a, b, axis: int = -1):
 
 # ---- norms ---------------------------------------------------------------------------------
 
-_REAL = {"float": "float", "double": "double", "float2": "float", "double2": "double"}
+# OpenCL element type -> its real component type (the norms' result type).
+_REAL = {t: r for t, r, _, _ in _programs.CL_TYPES.values()}
 
 
 def _has_fp64(a) -> bool:

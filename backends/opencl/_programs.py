@@ -53,7 +53,7 @@ __all__ = [
 # accumulator type (integers accumulate unsigned, so sums wrap as NumPy's do without
 # signed overflow), extra macros
 _I = ("TESSERA_INTEGER",)
-_CL_TYPES = {
+CL_TYPES = {
     np.dtype(np.float32): ("float", "float", "float", ()),
     np.dtype(np.float64): ("double", "double", "double", ("TESSERA_FP64",)),
     np.dtype(np.complex64): ("float2", "float", "float2", ("TESSERA_COMPLEX",)),
@@ -93,7 +93,7 @@ def dtype_options(func: str, dtype, device, *, extra: tuple = ()) -> tuple:
     ``cl_khr_fp64``, TypeError for a dtype with no OpenCL type here.
     """
     try:
-        t, r, acc, flags = _CL_TYPES[np.dtype(dtype)]
+        t, r, acc, flags = CL_TYPES[np.dtype(dtype)]
     except (KeyError, TypeError):
         name = getattr(dtype, "__name__", None) or str(dtype)
         raise TypeError(

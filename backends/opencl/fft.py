@@ -66,6 +66,8 @@ from typing import NamedTuple
 
 import numpy as np
 from tessera_array.backends._common import c_strides, memo
+from tessera_array.backends._common.plans import BasePlanCache
+from tessera_array.backends._xp._dtypes import COMPLEX_OF, REAL_OF
 
 from tessera_array import _dtypes
 
@@ -77,10 +79,8 @@ FILE = "fft.cl"
 WG = 64
 LOCAL_MAX_N = 2048  # longest row for the one-launch local-memory kernel (measured below)
 LOCAL_ROWS = 64  # work-items of a local-kernel work-group, rows packed up to it
-_COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64),
-            np.dtype(np.float64): np.dtype(np.complex128)}
-_REAL = {v: k for k, v in _COMPLEX.items()}
 _MIRROR = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+_REAL_IN = (np.dtype(np.float32), np.dtype(np.float64))  # the input dtypes of fft_r2c
 _MAX_ROWS = 65535  # rows of one launch (CUDA's grid-y limit; see the module docstring)
 
 
@@ -178,7 +178,7 @@ class _Ctx:
         self.queue = _memory.queue_of(func, a)
         self.context = a.context
         self.cdtype = np.dtype(cdtype)
-        self.rdtype = _REAL[self.cdtype]
+        self.rdtype = REAL_OF[self.cdtype]
         self.like = a
         self.k = _kernels(func, a.context, cdtype)
 
@@ -367,8 +367,8 @@ def fft_c2c(a, s, axes, norm, forward):
 def fft_r2c(a, s, axes, norm, forward):
     """Real-to-complex: ``rfftn`` (forward) or ``ihfftn``; last axis cut to ``s[-1]//2 + 1``."""
     func = "fft_r2c"
-    s, axes = _check(func, a, s, axes, norm, tuple(_COMPLEX))
-    c = _Ctx(func, a, _COMPLEX[a.dtype])
+    s, axes = _check(func, a, s, axes, norm, _REAL_IN)
+    c = _Ctx(func, a, COMPLEX_OF[a.dtype])
     shape = list(a.shape)
     for ax, n in zip(axes, s):
         shape[ax] = n
@@ -425,7 +425,7 @@ def fft_c2r(a, s, axes, norm, forward):
     return out
 
 
-class OpenclPlanCache:
+class OpenclPlanCache(BasePlanCache):
     """The twiddle tables and Bluestein plans kept for one device's context.
 
     Counted and sized exactly (they are this module's own device arrays); unbounded
@@ -434,60 +434,31 @@ class OpenclPlanCache:
     ``clear_all()``) and are not counted here.
     """
 
-    def __init__(self, device):
-        self._device = device
+    backend = "opencl"
+    fixed_bounds = "the opencl backend keeps its FFT plans unbounded; call clear() to drop them"
 
     def _entries(self):
         ctx = _memory.device_queue(self._device).context
         return [(k, v) for k, v in list(_plans.items()) if k[0] == ctx]
 
-    @property
-    def size(self) -> int:
+    def _size(self) -> int:
         return len(self._entries())
 
-    @property
-    def max_size(self):
-        return None
-
-    @max_size.setter
-    def max_size(self, value):
-        raise NotImplementedError(
-            "PlanCache.max_size: the opencl backend keeps its FFT plans unbounded; call "
-            f"clear() to drop them. Received: max_size={value!r}")
-
-    @property
-    def memsize(self) -> int:
+    def _memsize(self) -> int:
         total = 0
         for _, v in self._entries():
             for a in (v if isinstance(v, tuple) else (v,)):
                 total += getattr(a, "nbytes", 0)
         return int(total)
 
-    @property
-    def max_memory(self):
-        return None
-
-    @max_memory.setter
-    def max_memory(self, value):
-        raise NotImplementedError(
-            "PlanCache.max_memory: the opencl backend keeps its FFT plans unbounded; call "
-            f"clear() to drop them. Received: max_memory={value!r}")
-
     def clear(self) -> None:
         """Drop this device's twiddle tables and Bluestein plans."""
         for k, _ in self._entries():
             _plans.pop(k, None)
 
-    def info(self) -> dict:
-        return {"backend": "opencl", "device": str(self._device), "size": self.size,
-                "max_size": None, "memsize": self.memsize, "max_memory": None,
-                "holds": "twiddle tables and Bluestein chirp/filter arrays on the device",
+    def _notes(self) -> dict:
+        return {"holds": "twiddle tables and Bluestein chirp/filter arrays on the device",
                 "clearable": True}
-
-    def show(self) -> None:
-        """Print :meth:`info`, one field a line."""
-        for key, value in self.info().items():
-            print(f"{key}: {value}")
 
 
 def _plan_cache(device=None):

@@ -488,8 +488,4 @@ def adafactor_step(params, grads, row_vars, col_vars, variances, *, lr, rho, rat
 
 
 def register(registry, backend_name: str) -> None:
-    dts = (_dtypes.float32, _dtypes.float64)
-    registry.register("sgd_step", backend_name, dts, sgd_step)
-    registry.register("adam_step", backend_name, dts, adam_step)
-    registry.register("adamw_step", backend_name, dts, adamw_step)
-    registry.register("adafactor_step", backend_name, dts, adafactor_step)
+    registry.register_family("optimizer", backend_name, _dtypes.REAL_FLOATING, globals())
