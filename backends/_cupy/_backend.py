@@ -22,6 +22,8 @@ import glob
 import importlib.metadata
 import importlib.util
 
+from tessera_array.backends._xp import export_dlpack
+
 from tessera_array import _dtypes
 from tessera_array._devices import Device
 
@@ -173,15 +175,9 @@ class CupyBackend:
             return native.get()
 
     def dlpack(self, native, *, stream=None, max_version=None, dl_device=None, copy=None):
-        kwargs = {"stream": stream}
-        if max_version is not None:
-            kwargs["max_version"] = max_version
-        if dl_device is not None:
-            kwargs["dl_device"] = dl_device
-        if copy is not None:
-            kwargs["copy"] = copy
         with native.device:
-            return native.__dlpack__(**kwargs)
+            return export_dlpack(native, stream=stream, max_version=max_version,
+                                 dl_device=dl_device, copy=copy)
 
     def dlpack_device(self, native):
         return (self.dlpack_device_type, native.device.id)

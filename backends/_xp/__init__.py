@@ -30,4 +30,17 @@ scalars where the contract says so) and returns native buffers, never scalars.
 
 from ._namespace import Namespace
 
-__all__ = ["Namespace"]
+__all__ = ["Namespace", "export_dlpack"]
+
+
+def export_dlpack(native, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """``native.__dlpack__`` with the keywords the caller gave (an older producer takes
+    only ``stream``: the DLPack 1.0 keywords are passed only when set)."""
+    kwargs = {}
+    if max_version is not None:
+        kwargs["max_version"] = max_version
+    if dl_device is not None:
+        kwargs["dl_device"] = dl_device
+    if copy is not None:
+        kwargs["copy"] = copy
+    return native.__dlpack__(stream=stream, **kwargs)

@@ -9,6 +9,7 @@ NumPy (:mod:`tessera_array.backends._xp`, with NumPy's own parts in
 from __future__ import annotations
 
 import numpy as np
+from tessera_array.backends._xp import export_dlpack
 
 from tessera_array import _dtypes
 from tessera_array._devices import Device
@@ -86,14 +87,8 @@ class NumpyBackend:
 
     @staticmethod
     def dlpack(native, *, stream=None, max_version=None, dl_device=None, copy=None):
-        kwargs = {}
-        if max_version is not None:
-            kwargs["max_version"] = max_version
-        if dl_device is not None:
-            kwargs["dl_device"] = dl_device
-        if copy is not None:
-            kwargs["copy"] = copy
-        return native.__dlpack__(stream=stream, **kwargs)
+        return export_dlpack(native, stream=stream, max_version=max_version,
+                             dl_device=dl_device, copy=copy)
 
     @staticmethod
     def dlpack_device(native):
@@ -107,26 +102,12 @@ class NumpyBackend:
     # ---- kernels ---------------------------------------------------------------
 
     def register(self, registry) -> None:
-        from . import fft, matvec
+        # Imported here, not at module import: pocketfft's engine and the thread pools
+        # are set up only once the backend registers.
+        from . import attention, fft, matvec, optim, philox, sparse
 
-        matvec.register(registry, self.name)
-        fft.register(registry, self.name)
-
-        from . import sparse
-
-        sparse.register(registry, self.name)
-
-        from . import optim
-
-        optim.register(registry, self.name)
-
-        from . import philox
-
-        philox.register(registry, self.name)
-
-        from . import attention
-
-        attention.register(registry, self.name)
+        for family in (matvec, fft, sparse, optim, philox, attention):
+            family.register(registry, self.name)
 
 
 backend = NumpyBackend()
