@@ -41,16 +41,9 @@ host's BLAS: the iterates equal SciPy's bit for bit either way.
 Beyond SciPy (tessera only): ``report=True`` returns ``(x, info, SolveReport)``
 (iterations, residual-norm history, a named stop reason); ``cg`` accepts ``b`` of
 shape ``(n, k)``: k independent systems, each stopping on its own test. Results are
-deterministic run to run: on the NumPy backend the kernels that share work among
-threads (spmv, axpy, aypx, long dot products; backends/numpy/_threads.py) cut it at
-fixed places and give the bits of the one-call path (SciPy's and NumPy's), with no
-atomics.
-
-cg and gmres update their vectors in place where SciPy does (``x += alpha * p``,
-``w -= h * v``, ``p = z + beta * p``: the device's registered ``axpy``/``aypx``
-kernels, or the in-place operators of the namespace's arrays, with no temporaries
-for the result), after copying anything the caller owns (``b``, ``x0``);
-the other solvers update out of place (``x = x + alpha * p``).
+deterministic run to run (the NumPy backend's threaded kernels cut work at fixed
+places, backends/numpy/_threads.py). cg and gmres update their vectors in place where
+SciPy does (the registered ``axpy``/``aypx``), after copying what the caller owns.
 
 Synchronization: each iteration reads residual norms back to the host for the
 stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
