@@ -619,8 +619,8 @@ def test_register_keys():
 def test_every_instance_compiles():
     """Each template instance the launchers can name compiles for this device."""
     warp = _kernels.warp_size(DEVICE)
-    for name in cu_attention.instances(warp):
-        assert _kernels.function(cu_attention.FILE, name, DEVICE) is not None
+    for file, name in cu_attention.instances(warp):
+        assert _kernels.function(file, name, DEVICE) is not None
 
 
 # ---- through the front end -------------------------------------------------------------

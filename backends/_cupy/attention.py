@@ -77,8 +77,9 @@ def _name(kernel: str, dtype, warp: int, n: int) -> str:
 
 
 def instances(warp: int = 32) -> list:
-    """Every kernel template instance the launchers may ask for at warp width ``warp``."""
-    return [_name(kernel, dt, warp, n) for kernel in ("fwd", "bwd_dq", "bwd_dkdv")
+    """``(file, name)`` of every kernel template instance the launchers may ask for at
+    warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
+    return [(FILE, _name(kernel, dt, warp, n)) for kernel in ("fwd", "bwd_dq", "bwd_dkdv")
             for dt in _CTYPE for n in WIDTHS]
 
 

@@ -25,6 +25,8 @@
 #ifndef TESSERA_PHILOX_CUH
 #define TESSERA_PHILOX_CUH
 
+#include "tessera/types.cuh"
+
 namespace tessera {
 
 constexpr unsigned int PHILOX_M0 = 0xD2511F53u;

@@ -23,6 +23,12 @@
 #ifndef TESSERA_TYPES_CUH
 #define TESSERA_TYPES_CUH
 
+// hipcc (offline, for AMD targets) needs the HIP runtime header that NVRTC, nvcc and
+// hiprtc provide implicitly (__device__, __forceinline__, the intrinsics).
+#if defined(__HIPCC__) && !defined(__HIPCC_RTC__)
+#include <hip/hip_runtime.h>
+#endif
+
 namespace tessera {
 
 struct __align__(8) cfloat {
