@@ -367,8 +367,11 @@ def test_spmv_matches_numpy(variant, dtype, index_types, m, n, k):
     rng = np.random.default_rng(m + n)
     data, indices, indptr = _csr(rng, m, n, 0.05 if n > 50 else 0.5, dtype, *index_types)
     x = rand(rng, (n,) if k is None else (n, k), dtype)
-    y = SPMV[variant](dev(data), dev(indices), dev(indptr), (m, n), dev(x))
+    buffers = dev(data), dev(indices), dev(indptr)
+    y = SPMV[variant](*buffers, (m, n), dev(x))
     assert isinstance(y, cupy.ndarray) and y.flags.c_contiguous
+    for got, want in zip(buffers, (data, indices, indptr)):  # duplicates summed elsewhere
+        np.testing.assert_array_equal(got.get(), want, strict=True)
     ref = np_sparse.spmv(data, indices, indptr, (m, n), x)
     if _spmv_exact(variant, data, indices):
         np.testing.assert_array_equal(y.get(), ref, strict=True)

@@ -57,8 +57,10 @@ def dev(a):
 
 
 def rand(rng, shape, dtype, scale=1.0, positive=False):
+    """Random values as an array of ``shape`` (0-d included: an array, never a NumPy scalar,
+    which the NumPy launchers could not update in place)."""
     a = rng.standard_normal(shape) * scale
-    return (np.abs(a) if positive else a).astype(dtype)
+    return np.asarray(np.abs(a) if positive else a).astype(dtype)
 
 
 def assert_exact(got, ref):

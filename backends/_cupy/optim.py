@@ -87,6 +87,11 @@ def _check(func, params, grads, states):
     if not isinstance(p0, cupy.ndarray):
         raise TypeError(f"{func}: params[0] must be a cupy.ndarray. "
                         f"Received: params[0] of type {type(p0).__name__}")
+    for name, lst in (("params", params), ("grads", grads)):
+        for i, a in enumerate(lst):
+            if a is None:
+                raise TypeError(f"{func}: {name}[{i}] must be a cupy.ndarray. "
+                                f"Received: {name}[{i}] of type NoneType")
     dtype, dev = p0.dtype, p0.device.id
     if dtype not in _FLOAT_NP:
         raise TypeError(f"{func}: parameters must be float32 or float64. "
@@ -113,15 +118,9 @@ def _check(func, params, grads, states):
                                  f"{name}[{i}].device=cuda:{a.device.id}, "
                                  f"params[0].device=cuda:{dev}")
             if same_shape and a.shape != params[i].shape:
-                what = "its parameter's shape"
-                raise ValueError(f"{func}: {name}[{i}] must have {what}. Received: "
+                raise ValueError(f"{func}: {name}[{i}] must have its parameter's shape. Received: "
                                  f"params[{i}].shape={params[i].shape}, "
                                  f"{name}[{i}].shape={a.shape}")
-    for name, lst in (("params", params), ("grads", grads)):
-        for i, a in enumerate(lst):
-            if a is None:
-                raise TypeError(f"{func}: {name}[{i}] must be a cupy.ndarray. "
-                                f"Received: {name}[{i}] of type NoneType")
     return dtype
 
 
@@ -215,7 +214,9 @@ def _flat_plan(func, device, dtype, sizes) -> _Plan:
 def _address_table(device, lists):
     """The device int64 table of addresses: entry k*T + t is array k of tensor t (0 where
     a list or an entry is None), kept per tuple of addresses."""
-    addrs = tuple(0 if lst is None or a is None else a.data.ptr for lst in lists for a in lst)
+    n_t = len(lists[0])
+    addrs = tuple(0 if a is None else a.data.ptr
+                  for lst in lists for a in ([None] * n_t if lst is None else lst))
     key = (device.id, addrs)
     table = _tables.get(key)
     if table is None:

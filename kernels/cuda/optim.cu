@@ -29,8 +29,11 @@
 //            __threadfence() and an atomic count per tensor, the count zeroed by the
 //            launcher), in slot order, so the result does not depend on which block
 //            finishes last.
-// Accumulates in T: float32 math for float32 (the row, column and batch sums and the RMS
-//            sums in float, as trees: lanes, then warps), double for float64. The RMS
+// Accumulates in T: float32 math for float32, double for float64. The row, batch and RMS
+//            sums: each thread adds a strided run in order, then the threads' sums meet in
+//            a tree (group_sum, warp_sum, block_sum; the RMS partial sums of a tensor once
+//            more so in its last block); the column sums: each thread a strided run of
+//            rows, then the BLOCK / tile_cols(C) runs of a column in thread order. The RMS
 //            values, alpha and alpha / max(1, RMS(U)/d) are then computed in double from
 //            those sums, as the NumPy backend computes them from its float32 dot.
 // Numerics   NaN propagates through maxima as np.maximum's does. Adafactor's sums run in
