@@ -305,6 +305,20 @@ def vecmat(x, a):
         return cupy.matmul(cupy.conj(x) if x.dtype.kind == "c" else x, a)
 
 
+def instances(warp: int = 32) -> list:
+    """``(file, name)`` of every kernel template instance these launchers may ask for at
+    warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
+    out = []
+    for dt, ct in CTYPE.items():
+        out.append((FILE, f"tessera_matvec_scalar<{ct}>"))
+        for vec in sorted({1, max(1, 16 // dt.itemsize)}):
+            out.append((FILE, f"tessera_matvec_warp<{ct}, {warp}, {vec}>"))
+        out.append((BLAS1_FILE, f"tessera_axpy<{ct}>"))
+        for part in ("part", "final"):
+            out.append((BLAS1_FILE, f"tessera_vecdot_{part}<{ct}, {warp}, {DOT_BLOCK}>"))
+    return out
+
+
 def register(registry, backend_name: str) -> None:
     launchers = {"default": dense_matvec, "scalar": dense_matvec_scalar,
                  "warp": dense_matvec_warp}

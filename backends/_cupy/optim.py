@@ -581,9 +581,17 @@ def adafactor_step(params, grads, row_vars, col_vars, variances, *, lr, rho, rat
     return bad
 
 
+def instances(warp: int = 32) -> list:
+    """``(file, name)`` of every kernel template instance these launchers may ask for at
+    warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
+    out = []
+    for ct in CTYPE.values():
+        for kernel in ("tessera_nonfinite", "tessera_sgd_step", "tessera_adam_step"):
+            out.append((FILE, f"{kernel}<{ct}, {BLOCK}>"))
+        for phase in ("stats", "rmean", "usq", "apply"):
+            out.append((FILE, f"tessera_adafactor_{phase}<{ct}, {warp}, {BLOCK}>"))
+    return out
+
+
 def register(registry, backend_name: str) -> None:
-    dts = (_dtypes.float32, _dtypes.float64)
-    registry.register("sgd_step", backend_name, dts, sgd_step)
-    registry.register("adam_step", backend_name, dts, adam_step)
-    registry.register("adamw_step", backend_name, dts, adamw_step)
-    registry.register("adafactor_step", backend_name, dts, adafactor_step)
+    registry.register_family("optimizer", backend_name, _dtypes.REAL_FLOATING, globals())

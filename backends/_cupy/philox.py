@@ -84,6 +84,11 @@ def _cupy_device(device):
     return cupy.cuda.Device(device.index)
 
 
+def instances(warp: int = 32) -> list:
+    """``(file, name)`` of the kernel this launcher asks for (``.ci/compile-kernels``)."""
+    return [(FILE, KERNEL)]
+
+
 def register(registry, backend_name: str) -> None:
     """Register the ``dropout_mask`` launcher (keyed on bool, the mask's dtype)."""
     registry.register("dropout_mask", backend_name, _dtypes.bool, dropout_mask)

@@ -183,6 +183,20 @@ def spmv(data, indices, indptr, shape, x):
         return cupy.ascontiguousarray(y)
 
 
+def instances(warp: int = 32) -> list:
+    """``(file, name)`` of every kernel template instance these launchers may ask for at
+    warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
+    out = []
+    lanes = [n for n in (2, 4, 8, 16, 32, 64) if n <= min(MAX_LANES, warp)]
+    for ct in CTYPE.values():
+        for it in _INDEX_CTYPE.values():
+            for pt in _INDEX_CTYPE.values():
+                types = f"{ct}, {it}, {pt}"
+                out.append((FILE, f"tessera_spmv_scalar<{types}>"))
+                out += [(FILE, f"tessera_spmv_warp<{types}, {warp}, {n}>") for n in lanes]
+    return out
+
+
 def register(registry, backend_name: str) -> None:
     launchers = {"default": spmv, "scalar": spmv_scalar, "warp": spmv_warp}
     for variant in VARIANTS:
