@@ -42,6 +42,7 @@ import threading
 from collections import OrderedDict
 
 import numpy as np
+from tessera_array.backends._common.checks import attention_dtypes
 
 from tessera_array import _dtypes
 
@@ -58,6 +59,7 @@ GRID_MAX = 1 << 20  # blocks at most; the kernels' grid-stride loops cover the r
 # (a tile's last index, one warp past the end) cannot overflow.
 SIZE_LIMIT = 2**31 - 4096
 _CTYPE = {"float32": "float", "float64": "double"}
+_ACC = {np.dtype(d): np.dtype(d) for d in _CTYPE}  # accumulation dtype of each input
 _TABLES_KEPT = 64
 _tables: OrderedDict = OrderedDict()  # (device id, offsets bytes) -> cupy int64 (BH, 8)
 _tables_lock = threading.Lock()
@@ -83,28 +85,10 @@ def instances(warp: int = 32) -> list:
             for dt in _CTYPE for n in WIDTHS]
 
 
-def _acc(func: str, q):
-    name = str(q.dtype)
-    if name not in _CTYPE:
-        raise TypeError(f"{func}: q must be float32 or float64. Received: q.dtype={q.dtype}")
-    return np.dtype(name)
-
-
 def _check(func, q, k, v, mask, grads=()):
     """TypeError unless the operands' dtypes are what the kernels read them as (the front
     end guarantees it; a raw call must not get a silently wrong answer)."""
-    acc = _acc(func, q)
-    named = [("k", k), ("v", v)] + list(zip(("out", "dout"), grads[:2]))
-    for name, a in named:
-        if a.dtype != q.dtype:
-            raise TypeError(f"{func}: {name} must have q's dtype. "
-                            f"Received: q.dtype={q.dtype}, {name}.dtype={a.dtype}")
-    if mask is not None and mask.dtype not in (np.dtype(np.bool_), q.dtype):
-        raise TypeError(f"{func}: mask must be bool or of q's dtype. "
-                        f"Received: q.dtype={q.dtype}, mask.dtype={mask.dtype}")
-    if len(grads) > 2 and grads[2].dtype != acc:
-        raise TypeError(f"{func}: lse must be {acc}. Received: lse.dtype={grads[2].dtype}")
-    return acc
+    return attention_dtypes(func, q, k, v, mask, grads, accumulators=_ACC)
 
 
 def _lead_offsets(a, lead: tuple):

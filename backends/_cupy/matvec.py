@@ -28,6 +28,7 @@ float64, complex64 and complex128.
 from __future__ import annotations
 
 import numpy as np
+from tessera_array.backends._common.checks import vector_pair
 
 from tessera_array import _dtypes
 
@@ -250,13 +251,7 @@ def vecdot(x, y):
     func = "vecdot"
     check_array(func, "x", x)
     check_array(func, "y", y)
-    if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"{func}: x and y must be 1-D of one length. Received: "
-                         f"x.shape={x.shape}, y.shape={y.shape}")
-    if x.dtype != y.dtype or x.dtype not in _FLOAT_NP:
-        raise TypeError(f"{func}: x and y must share one floating dtype (float32, float64, "
-                        f"complex64, complex128). Received: x.dtype={x.dtype}, "
-                        f"y.dtype={y.dtype}")
+    vector_pair(func, x, y, floating=_FLOAT_NP)
     device = x.device
     check_device(func, {"y": y}, device)
     with device:

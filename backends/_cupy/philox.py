@@ -14,6 +14,7 @@ synchronizes with the host.
 from __future__ import annotations
 
 import numpy as np
+from tessera_array.backends._common.checks import dropout_counters
 
 from tessera_array import _dtypes
 
@@ -43,13 +44,7 @@ def keep_range(device, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
         if threshold <= 0:
             out.fill(True)
             return out
-        c0 = bh0 * Sq * Sk
-        if c0 + n > 1 << 64:
-            raise ValueError(
-                "dropout_mask: the element counters must stay below 2**64. "
-                f"Received: bh0={bh0}, nbh={nbh}, Sq={Sq}, Sk={Sk}"
-            )
-        blocks = ((c0 + n - 1) >> 2) - (c0 >> 2) + 1
+        c0, n, blocks = dropout_counters(bh0, nbh, Sq, Sk)
         grid = min(-(-blocks // BLOCK), GRID_MAX)
         kernel = _kernels.function(FILE, KERNEL, device)
         kernel((grid,), (BLOCK,), (

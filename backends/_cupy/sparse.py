@@ -31,6 +31,7 @@ NumPy's) for ``default`` only, as on the NumPy backend.
 from __future__ import annotations
 
 import numpy as np
+from tessera_array.backends._common.checks import csr_operands
 
 from tessera_array import _dtypes
 
@@ -62,40 +63,9 @@ CTYPE = {
 def _check(func, data, indices, indptr, shape, x):
     for name, a in (("data", data), ("indices", indices), ("indptr", indptr), ("x", x)):
         check_array(func, name, a)
-    try:
-        m, n = (int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{func}: shape must be a pair (m, n). Received: shape={shape!r}"
-        ) from None
-    if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1 \
-            or data.shape != indices.shape or indptr.shape != (m + 1,):
-        raise ValueError(
-            f"{func}: data and indices must be 1-D of one length, indptr 1-D of m + 1. "
-            f"Received: shape={shape}, data.shape={data.shape}, indices.shape={indices.shape}, "
-            f"indptr.shape={indptr.shape}"
-        )
-    if x.ndim not in (1, 2) or x.shape[0] != n:
-        raise ValueError(
-            f"{func}: x must have shape ({n},) or ({n}, k). Received: shape={shape}, "
-            f"x.shape={x.shape}"
-        )
-    if data.dtype != x.dtype or data.dtype not in _NUMERIC_NP:
-        raise TypeError(
-            f"{func}: data and x must share one numeric dtype. "
-            f"Received: data.dtype={data.dtype}, x.dtype={x.dtype}"
-        )
-    for name, a in (("indices", indices), ("indptr", indptr)):
-        if a.dtype not in _INDEX_CTYPE:
-            raise TypeError(
-                f"{func}: {name} must be int32 or int64. Received: {name}.dtype={a.dtype}"
-            )
+    m, n = csr_operands(func, data, indices, indptr, shape, x, numeric=_NUMERIC_NP,
+                        index=_INDEX_CTYPE)
     check_device(func, {"indices": indices, "indptr": indptr, "x": x}, data.device)
-    for name, a in (("data", data), ("indices", indices), ("indptr", indptr)):
-        if a.size > 1 and a.strides[0] != a.dtype.itemsize:
-            raise ValueError(
-                f"{func}: {name} must be contiguous. Received: {name}.strides={a.strides}"
-            )
     return m, n
 
 

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 from tessera_array.backends._common import memo
+from tessera_array.backends._common.checks import attention_dtypes
 
 from tessera_array import _dtypes
 
@@ -153,20 +154,7 @@ def _band(causal, window, sq: int, sk: int):
 def _check(func, q, k, v, mask, grads=()):
     """TypeError unless the operands' dtypes are what the kernels read them as (the
     front end guarantees it; a raw call must not get a silently wrong answer)."""
-    acc = _ACC.get(q.dtype)
-    if acc is None:
-        raise TypeError(f"{func}: q must be float32 or float64. Received: q.dtype={q.dtype}")
-    named = [("k", k), ("v", v)] + list(zip(("out", "dout"), grads[:2]))
-    for name, a in named:
-        if a.dtype != q.dtype:
-            raise TypeError(f"{func}: {name} must have q's dtype. "
-                            f"Received: q.dtype={q.dtype}, {name}.dtype={a.dtype}")
-    if mask is not None and mask.dtype not in (np.dtype(np.bool_), q.dtype):
-        raise TypeError(f"{func}: mask must be bool or of q's dtype. "
-                        f"Received: q.dtype={q.dtype}, mask.dtype={mask.dtype}")
-    if len(grads) > 2 and grads[2].dtype != acc:
-        raise TypeError(f"{func}: lse must be {acc}. Received: lse.dtype={grads[2].dtype}")
-    return acc
+    return attention_dtypes(func, q, k, v, mask, grads, accumulators=_ACC)
 
 
 def _common_args(q, k, v, mask, lead, scale, causal, window, dropout, acc, grads=()):

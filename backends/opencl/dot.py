@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 from tessera_array.backends._common import memo
+from tessera_array.backends._common.checks import vector_pair
 from tessera_array.backends.numpy import matvec as _host_matvec
 
 from tessera_array import _dtypes
@@ -58,13 +59,7 @@ def _kernels_for(context, dtype):
 def _check(func, x, y):
     _memory.check_array(func, "x", x)
     _memory.check_array(func, "y", y)
-    if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"{func}: x and y must be 1-D of one length. Received: "
-                         f"x.shape={x.shape}, y.shape={y.shape}")
-    if x.dtype != y.dtype or x.dtype not in _FLOAT_NP:
-        raise TypeError(f"{func}: x and y must share one floating dtype (float32, float64, "
-                        f"complex64, complex128). Received: x.dtype={x.dtype}, "
-                        f"y.dtype={y.dtype}")
+    vector_pair(func, x, y, floating=_FLOAT_NP)
     if x.context != y.context:
         raise ValueError(f"{func}: x and y must be in one OpenCL context. Received: two "
                          "contexts")

@@ -13,6 +13,7 @@ blocks are tested through it).
 from __future__ import annotations
 
 import numpy as np
+from tessera_array.backends._common.checks import dropout_counters
 
 from tessera_array import _dtypes
 
@@ -46,14 +47,8 @@ def keep_range(queue, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
         out.add_event(cl.enqueue_fill_buffer(queue, out.base_data, np.uint8(1), out.offset,
                                              out.nbytes))
         return out
-    c0 = bh0 * Sq * Sk
-    if c0 + n > 1 << 64:
-        raise ValueError(
-            "dropout_mask: the element counters must stay below 2**64. "
-            f"Received: bh0={bh0}, nbh={nbh}, Sq={Sq}, Sk={Sk}"
-        )
+    c0, n, blocks = dropout_counters(bh0, nbh, Sq, Sk)
     knl = _programs.kernel(queue.context, FILE, (), "tessera_dropout_mask")
-    blocks = ((c0 + n - 1) >> 2) - (c0 >> 2) + 1
     wg = min(WG, queue.device.max_work_group_size)
     evt = knl(queue, (-(-blocks // wg) * wg,), (wg,), np.uint64(c0), np.uint64(n),
               np.uint32(seed & _MASK32), np.uint32(seed >> 32),
