@@ -6,7 +6,7 @@ them to bytes); nothing touches a device.
 
 from __future__ import annotations
 
-__all__ = ["broadcast_shape", "c_strides", "coalesce"]
+__all__ = ["band", "broadcast_shape", "c_strides", "coalesce"]
 
 
 def c_strides(shape, itemsize: int = 1) -> list:
@@ -62,3 +62,17 @@ def coalesce(shape, strides) -> tuple:
         for o, s in zip(out, strides):
             o.append(s[k])
     return dims, out
+
+
+def band(causal, window, sq: int, sk: int) -> tuple:
+    """``(lo, hi)`` of attention's visible band: query ``i`` sees key ``j`` when
+    ``lo <= j - i <= hi`` (causal: None, "top_left" or "bottom_right"; window: None or
+    (left, right), None for an unbounded side), clamped to ``[-sq - 1, sk + 1]``, beyond
+    which every bound means the same (the NumPy backend's ``_Band``)."""
+    shift = sk - sq if causal == "bottom_right" else 0
+    left, right = window if window is not None else (None, None)
+    if causal is not None:
+        right = 0 if right is None else min(right, 0)
+    lo = -sq - 1 if left is None else shift - left
+    hi = sk + 1 if right is None else shift + right
+    return min(max(lo, -sq - 1), sk + 1), min(max(hi, -sq - 1), sk + 1)

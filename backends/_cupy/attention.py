@@ -43,6 +43,7 @@ from collections import OrderedDict
 
 import numpy as np
 from tessera_array.backends._common.checks import attention_dtypes
+from tessera_array.backends._common.layout import band
 
 from tessera_array import _dtypes
 
@@ -134,20 +135,6 @@ def _strides(a, row: int, col: int):
     return np.int64(a.strides[row] // isz), np.int64(a.strides[col] // isz)
 
 
-def _band(causal, window, sq: int, sk: int):
-    """(lo, hi): query i sees key j when lo <= j - i <= hi (the NumPy backend's _Band),
-    clamped to [-sq - 1, sk + 1] (beyond that every bound means the same)."""
-    shift = sk - sq if causal == "bottom_right" else 0
-    left, right = window if window is not None else (None, None)
-    if causal is not None:
-        right = 0 if right is None else min(right, 0)
-    lo = -sq - 1 if left is None else shift - left
-    hi = sk + 1 if right is None else shift + right
-    lo = min(max(lo, -sq - 1), sk + 1)
-    hi = min(max(hi, -sq - 1), sk + 1)
-    return np.int64(lo), np.int64(hi)
-
-
 def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, acc,
                  grads=()):
     """The kernel arguments every kernel takes (TESSERA_ATTENTION_ARGS); ``grads`` is
@@ -165,7 +152,7 @@ def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, ac
             kind, bmask = 1, mask
         else:
             kind, amask = 2, mask
-    lo, hi = _band(causal, window, sq, sk)
+    lo, hi = (np.int64(b) for b in band(causal, window, sq, sk))
     if dropout is None:
         drop, seed, offset, threshold, keep_scale = 0, 0, 0, 0, 1.0
     else:

@@ -38,6 +38,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from tessera_array.backends._common.optim import adam_launchers
 
 from tessera_array import _dtypes
 
@@ -341,20 +342,7 @@ def _adam(func, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr, be
     return bad
 
 
-def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr, beta1, beta2, eps,
-              weight_decay, amsgrad, maximize, step, check_finite=False):
-    """Adam (L2 weight decay added to the gradient), in place; ``step`` counts from 1."""
-    return _adam("adam_step", params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, lr=lr,
-                 beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                 maximize=maximize, step=step, decoupled=False, check_finite=check_finite)
-
-
-def adamw_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *, lr, beta1, beta2, eps,
-               weight_decay, amsgrad, maximize, step, check_finite=False):
-    """AdamW (decoupled weight decay: p *= 1 - lr*weight_decay first), in place."""
-    return _adam("adamw_step", params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, lr=lr,
-                 beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                 maximize=maximize, step=step, decoupled=True, check_finite=check_finite)
+adam_step, adamw_step = adam_launchers(_adam)
 
 
 # ---- Adafactor ------------------------------------------------------------------------------

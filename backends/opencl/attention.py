@@ -31,6 +31,7 @@ import math
 import numpy as np
 from tessera_array.backends._common import memo
 from tessera_array.backends._common.checks import attention_dtypes
+from tessera_array.backends._common.layout import band
 
 from tessera_array import _dtypes
 
@@ -137,20 +138,6 @@ def _rs(a, axis_row: int, axis_col: int):
     return data, np.int64(a.strides[axis_row] // isz), np.int64(a.strides[axis_col] // isz)
 
 
-def _band(causal, window, sq: int, sk: int):
-    """(lo, hi): query i sees key j when lo <= j - i <= hi (the NumPy backend's _Band)."""
-    shift = sk - sq if causal == "bottom_right" else 0
-    left, right = window if window is not None else (None, None)
-    if causal is not None:
-        right = 0 if right is None else min(right, 0)
-    lo = -sq if left is None else shift - left
-    hi = sk if right is None else shift + right
-    # Clamped to [-sq - 1, sk + 1]: beyond that every bound means the same.
-    lo = min(max(lo, -sq - 1), sk + 1)
-    hi = min(max(hi, -sq - 1), sk + 1)
-    return np.int64(lo), np.int64(hi)
-
-
 def _check(func, q, k, v, mask, grads=()):
     """TypeError unless the operands' dtypes are what the kernels read them as (the
     front end guarantees it; a raw call must not get a silently wrong answer)."""
@@ -175,7 +162,7 @@ def _common_args(q, k, v, mask, lead, scale, causal, window, dropout, acc, grads
             kind, bmask = 1, md
         else:
             kind, amask = 2, md
-    lo, hi = _band(causal, window, sq, sk)
+    lo, hi = (np.int64(b) for b in band(causal, window, sq, sk))
     if dropout is None:
         drop, seed, offset, threshold, keep_scale = 0, 0, 0, 0, 1.0
     else:
