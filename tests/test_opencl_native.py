@@ -109,6 +109,18 @@ def test_native_functions_are_not_listed(name):
     assert _listed(name) == PARTLY_NATIVE.get(name, [])
 
 
+def test_the_listing_outlives_clearing_the_caches():
+    """The listing is made at import: clearing every cache, then reaching the fallback
+    again, keeps each entry's label (a cleared entry came back as 'reciprocal[other dtypes]')."""
+    from tessera_array.backends._common.cache import clear_all
+
+    before = BACKEND.host_fallbacks()
+    clear_all()
+    ints = np.arange(1, 5, dtype=np.int32)
+    np.testing.assert_array_equal(host(xp.reciprocal(dev(ints))), np.reciprocal(ints))
+    assert BACKEND.host_fallbacks() == before
+
+
 @pytest.mark.parametrize("name", NATIVE_COMPLEX)
 def test_native_complex_functions_are_not_listed(name):
     assert _listed(name) == []

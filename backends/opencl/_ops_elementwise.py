@@ -321,7 +321,9 @@ def _scalar(value, dtype):
 
 
 _EXPR_CACHE = memo("opencl.elementwise.expressions")  # (op, C type) -> its spec or None
-_FALLBACK = memo("opencl.elementwise.fallbacks")  # op -> its listed host fallback
+# op -> its listed host fallback: a listing made at import, not a cache (clear_all keeps it;
+# an entry made again at first use would carry another label)
+_FALLBACK: dict = {}
 _ALL_CT = ("bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float",
            "double", "float2", "double2")
 _KIND_OF = {"bool": "b", "float": "f", "double": "f", "float2": "c", "double2": "c"}
