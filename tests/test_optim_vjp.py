@@ -96,8 +96,9 @@ def _inputs(kind, shape, rng, *, kwargs):
         vmax = rng.uniform(0.2, 2.5, shape) if kwargs.get("amsgrad") else None
         return {"param": p, "grad": g, "m": m, "v": v, "vmax": vmax, "lr": lr}
     shapes = optim.adafactor_state_shapes(shape)
-    row = rng.uniform(0.2, 2.0, shapes[0]) if shapes else None
-    col = rng.uniform(0.2, 2.0, shapes[1]) if shapes else None
+    rs, cs = kwargs.pop("row_scale", 1.0), kwargs.pop("col_scale", 1.0)  # test-only keys
+    row = rs * rng.uniform(0.2, 2.0, shapes[0]) if shapes else None
+    col = cs * rng.uniform(0.2, 2.0, shapes[1]) if shapes else None
     var = None if shapes else rng.uniform(0.2, 2.0, shape)
     return {"param": p, "grad": g, "row": row, "col": col, "var": var, "lr": lr}
 
@@ -176,7 +177,9 @@ ADAFACTOR_CASES = [
     {"lr": 0.02, "d": 50.0, "eps": (1e-2, 10.0)},  # clip off; alpha = eps2*rho
     {"lr": 2.0, "d": 0.5, "weight_decay": 0.01},  # rho = 1/sqrt(t) (lr only via decay)
     {"lr": 0.02, "decay": "pytorch", "beta2_decay": -0.6},
-    {"lr": 0.02, "eps": (0.7, 1e-3)},  # the floors max(mean R, eps1), max(vhat, eps1**2)
+    {"lr": 0.02, "eps": (0.7, 1e-3)},  # the floor max(vhat, eps1**2) on some elements
+    # the floor max(mean R, eps1) (small R, large C: vhat stays above eps1**2)
+    {"lr": 0.02, "eps": (0.4, 1e-3), "row_scale": 0.05, "col_scale": 10.0},
 ]
 SHAPES = [(), (7,), (4, 5), (2, 3, 4)]
 
