@@ -321,6 +321,14 @@ def test_vjp_runs_on_numpy_arrays():
             np.testing.assert_allclose(float(res.lr), ours["lr"], rtol=1e-13)
 
 
+def test_vjp_docstring_example():
+    import doctest
+
+    from tessera_array.optim import _vjp
+
+    assert doctest.testmod(_vjp).failed == 0
+
+
 def test_vjp_bad_input():
     p = xp.ones((3, 4))
     with pytest.raises(ValueError, match=r"adam_vjp: grad must have shape \(3, 4\)"):
@@ -346,3 +354,150 @@ def test_vjp_bad_input():
                             cotangents=(p, None, None, None), step=1, decay="nominal")
     with pytest.raises(TypeError, match=r"sgd_vjp: param must be an array"):
         optim.sgd_vjp([1.0], p, cotangents=(p, None), step=1, lr=0.1)
+
+
+# ---- torch.autograd cross-checks (optional: torch is not a dependency) ------------------
+
+
+def _torch_sgd(torch, p, g, buf, lr, *, step, momentum=0.0, dampening=0.0, weight_decay=0.0,
+               nesterov=False, maximize=False):
+    g = -g if maximize else g
+    if weight_decay != 0:
+        g = g + weight_decay * p
+    if momentum != 0:
+        buf = g if step == 1 else momentum * buf + (1 - dampening) * g
+        g = g + momentum * buf if nesterov else buf
+    return p - lr * g, buf
+
+
+def _torch_adam(torch, p, g, m, v, vmax, lr, *, step, betas=(0.9, 0.999), eps=1e-8,
+                weight_decay=0.0, amsgrad=False, maximize=False, decoupled=False):
+    b1, b2 = betas
+    g = -g if maximize else g
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+    m = torch.lerp(m, g, 1 - b1)
+    v = b2 * v + (1 - b2) * g * g
+    if amsgrad:
+        vmax = torch.maximum(vmax, v)
+    denom = torch.sqrt(vmax if amsgrad else v) / (1 - b2**step) ** 0.5 + eps
+    return p - lr / (1 - b1**step) * m / denom, m, v, vmax
+
+
+def _torch_adafactor(torch, p, g, row, col, var, lr, *, step, beta2=0.999, beta2_decay=-0.8,
+                     decay="debiased", eps=(None, 1e-3), d=1.0, weight_decay=0.0,
+                     maximize=False):
+    if step is None:  # the legacy step: decay beta2, relative step lr
+        rate, rho = 1 - beta2, lr
+    else:
+        rate = step**beta2_decay if decay == "pytorch" else 1 - optim.adafactor_decay(beta2, step)
+        rho = torch.clamp(lr, max=1 / step**0.5)  # min(lr, 1/sqrt(t)); ties pass to lr
+    e1 = float(np.finfo(np.float64).eps) if eps[0] is None else eps[0]
+    n = max(p.numel(), 1) ** 0.5
+    alpha = torch.clamp(torch.linalg.vector_norm(p) / n, min=eps[1]) * rho
+    if weight_decay != 0:
+        p = p * (1 - lr * weight_decay)
+    g = -g if maximize else g
+    g2 = g * g
+    if p.ndim > 1:
+        row = torch.lerp(row, g2.mean(-1, keepdim=True), rate)
+        col = torch.lerp(col, g2.mean(-2, keepdim=True), rate)
+        vhat = row * col / torch.clamp(row.mean(-2, keepdim=True), min=e1)
+    else:
+        var = torch.lerp(var, g2, rate)
+        vhat = var
+    u = g / torch.sqrt(torch.clamp(vhat, min=e1 * e1))
+    den = torch.clamp(torch.linalg.vector_norm(u) / n / d, min=1.0)
+    return p - alpha / den * u, row, col, var
+
+
+TORCH_STEPS = {"sgd": _torch_sgd, "adam": _torch_adam, "adafactor": _torch_adafactor,
+               "adamw": lambda *a, **k: _torch_adam(*a, decoupled=True, **k)}
+
+
+def _torch_vjp(kind, inputs, cot, kwargs, step_fn):
+    import torch
+
+    _, _, names, outs = STEPS[kind]
+    leaves = {k: torch.tensor(np.asarray(x, dtype=np.float64), requires_grad=True)
+              for k, x in inputs.items() if x is not None}
+    res = step_fn(torch, *(leaves.get(n) for n in names), leaves["lr"], **kwargs)
+    pairs = [(r, torch.from_numpy(cot[o])) for o, r in zip(outs, res)
+             if r is not None and o in cot]
+    grads = torch.autograd.grad([r for r, _ in pairs], list(leaves.values()),
+                                grad_outputs=[c for _, c in pairs], allow_unused=True)
+    return {k: (np.zeros(np.shape(inputs[k])) if gk is None else gk.numpy())
+            for k, gk in zip(leaves, grads)}
+
+
+def _assert_close_to(got, want, rtol):
+    for k, w in want.items():
+        np.testing.assert_allclose(np.asarray(got[k]), w, rtol=rtol,
+                                   atol=rtol * max(np.max(np.abs(w)), 1e-300), err_msg=k)
+
+
+@needs_torch
+@pytest.mark.parametrize(("kind", "kw", "step"), CASES, ids=IDS)
+def test_vjp_matches_torch_autograd(f64, kind, kw, step):
+    """Against torch.autograd through the same step written with torch."""
+    for i, shape in enumerate([(6,), (3, 4), (2, 3, 4)]):
+        rng, inputs, kwargs = _setup(kind, kw, step, shape, 300 + i)
+        cot = _cotangent(kind, inputs, kwargs, f64, rng)
+        want = _torch_vjp(kind, inputs, cot, kwargs, TORCH_STEPS[kind])
+        _assert_close_to(_vjp(kind, inputs, cot, kwargs, f64), want, 1e-10)
+
+
+def _torch_optim_step(kind):
+    """torch.optim's own functional step (``differentiable=True``) as a step function."""
+    import torch
+    import torch.optim.adam as tadam
+    import torch.optim.sgd as tsgd
+
+    def sgd(torch_, p, g, buf, lr, *, step, **kw):
+        p, bufs = p.clone(), [None if buf is None else buf.clone()]
+        tsgd.sgd([p], [g], bufs, lr=lr, foreach=False, **kw)
+        return p, bufs[0]
+
+    def adam(torch_, p, g, m, v, vmax, lr, *, step, betas=(0.9, 0.999), decoupled=False, **kw):
+        p, m, v = p.clone(), m.clone(), v.clone()
+        vmaxes = [vmax.clone()] if vmax is not None else []
+        kw.setdefault("amsgrad", False)
+        kw.setdefault("eps", 1e-8)
+        kw.setdefault("weight_decay", 0.0)
+        kw.setdefault("maximize", False)
+        tadam.adam([p], [g], [m], [v], vmaxes, [torch.tensor(float(step - 1), dtype=torch.float64)],
+                   foreach=False, differentiable=True, decoupled_weight_decay=decoupled,
+                   lr=lr, beta1=betas[0], beta2=betas[1], **kw)
+        return p, m, v, vmaxes[0] if vmaxes else None
+
+    return {"sgd": sgd, "adam": adam,
+            "adamw": lambda *a, **k: adam(*a, decoupled=True, **k)}[kind]
+
+
+@needs_torch
+@pytest.mark.parametrize(("kind", "kw", "step"),
+                         [c for c in CASES if c[0] in ("sgd", "adam", "adamw")
+                          and (c[0] != "sgd" or c[2] > 1 or not c[1].get("momentum"))],
+                         ids=[i for i, c in zip(IDS, CASES) if c[0] in ("sgd", "adam", "adamw")
+                              and (c[0] != "sgd" or c[2] > 1 or not c[1].get("momentum"))])
+def test_vjp_matches_torch_optim_differentiable(f64, kind, kw, step):
+    """Against torch.optim's functional SGD/Adam/AdamW with ``differentiable=True``.
+
+    SGD with momentum is compared after step 1 only: torch detaches the first
+    momentum buffer (``buf = grad.detach().clone()``), so its autograd sees no
+    gradient through it, where this VJP differentiates ``buf = g``.
+    """
+    for i, shape in enumerate([(6,), (3, 4)]):
+        rng, inputs, kwargs = _setup(kind, kw, step, shape, 400 + i)
+        if kind == "sgd":
+            kwargs.setdefault("momentum", 0.0)
+            kwargs.setdefault("dampening", 0.0)
+            kwargs.setdefault("weight_decay", 0.0)
+            kwargs.setdefault("nesterov", False)
+            kwargs.setdefault("maximize", False)
+        cot = _cotangent(kind, inputs, kwargs, f64, rng)
+        want = _torch_vjp(kind, inputs, cot, kwargs, _torch_optim_step(kind))
+        _assert_close_to(_vjp(kind, inputs, cot, kwargs, f64), want, 1e-10)

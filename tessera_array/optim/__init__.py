@@ -18,7 +18,7 @@ backend's launcher; float32 and float64 are registered on the NumPy backend.
 """
 
 from ._base import NonFiniteGradientError, Optimizer, flatten_tree
-from ._vjp import AdafactorVJP, AdamVJP, SGDVJP, adafactor_vjp, adam_vjp, adamw_vjp, sgd_vjp
+from ._vjp import SGDVJP, AdafactorVJP, AdamVJP, adafactor_vjp, adam_vjp, adamw_vjp, sgd_vjp
 from .adafactor import (
     Adafactor,
     AdafactorStateWarning,

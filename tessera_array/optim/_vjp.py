@@ -1,47 +1,54 @@
 """Analytic VJPs of one optimizer update, for hypergradients through a step.
 
 Each ``*_vjp`` takes the arguments of its plain reference (:func:`sgd_reference`,
-:func:`adam_reference`, :func:`adafactor_reference`) plus ``cotangents``, the
+:func:`adam_reference`, :func:`adafactor_reference`) plus ``cotangents=``, the
 cotangents of that reference's outputs, and returns the cotangents of its inputs and
-of ``lr``: what torch's ``differentiable=True`` gives through autograd, in closed form.
+of ``lr`` (what torch's ``differentiable=True`` gives through autograd, in closed form;
+``jax.vjp`` of the step):
 
-==================  =====================================  ===============================
-function            ``cotangents`` (outputs of the step)   returns (a NamedTuple)
-==================  =====================================  ===============================
-:func:`sgd_vjp`     ``(param, buf)``                       ``SGDVJP(param, grad, buf, lr)``
-:func:`adam_vjp`    ``(param, m, v, vmax)``                ``AdamVJP(param, grad, m, v,
-:func:`adamw_vjp`                                           vmax, lr)``
-:func:`adafactor_vjp`  ``(param, row, col, var)``          ``AdafactorVJP(param, grad, row,
-                                                            col, var, lr)``
-==================  =====================================  ===============================
+- :func:`sgd_vjp`: ``cotangents=(param, buf)`` -> ``SGDVJP(param, grad, buf, lr)``;
+- :func:`adam_vjp`, :func:`adamw_vjp`: ``(param, m, v, vmax)`` ->
+  ``AdamVJP(param, grad, m, v, vmax, lr)``;
+- :func:`adafactor_vjp`: ``(param, row, col, var)`` ->
+  ``AdafactorVJP(param, grad, row, col, var, lr)`` (``row``/``col`` for 2+ dims).
 
 Conventions:
 
 - One tensor per call (the references' form); a cotangent given as None is zero. A
-  state input given as None gets None back, one the step ignores (``buf`` at step 1,
-  ``row``/``col`` of a 0-/1-d parameter, ...) gets zeros or its cotangent passed on
-  when the step returns it unchanged. ``lr`` is a 0-d array in the parameter's dtype
-  on its device; for a multi-tensor step with one ``lr`` sum it over the tensors.
-- The step is differentiated exactly as the reference computes it: Adam's
-  ``eps`` added to ``sqrt(vhat)/sqrt(1 - beta2**t)``, bias corrections, AdamW's
+  state input given as None gets None back; one the step ignores gets zeros (``buf``
+  at step 1), or its cotangent passed on where the step returns it unchanged (``buf``
+  without momentum, ``vmax`` without AMSGrad, Adafactor's unused moments). ``lr``'s is
+  a 0-d array on the parameter's device; for one ``lr`` over many tensors, sum them.
+- The step is differentiated exactly as the reference computes it: Adam's ``eps``
+  added to ``sqrt(vhat)/sqrt(1 - beta2**t)``, both bias corrections, AdamW's
   ``p*(1 - lr*wd)``; Adafactor through ``alpha = max(eps2, RMS(p))*rho`` (``p``
   before weight decay), ``rho = min(lr, 1/sqrt(t))`` (``lr`` without ``step``), the
-  floors ``max(mean(R), eps1)`` and ``max(vhat, eps1**2)``, and the clip
-  ``max(1, RMS(U)/d)``. The decay is the forward's (:func:`adafactor_decay` for
-  ``decay="debiased"``, torch's rule for ``"pytorch"``, ``beta2`` without ``step``),
-  taken from the same function the tree form and the flat op use. Other
-  hyperparameters (betas, eps, weight_decay, ...) are constants.
-- Kinks (piecewise derivative): ``max(x, c)`` and ``min(lr, c)`` pass the cotangent
-  to ``x`` (``lr``) where ``x >= c`` (``lr <= c``), ties included, else to the other
-  side (a constant: nothing); AMSGrad's ``maximum(vmax, v_t)`` passes it to ``v_t``
-  where ``v_t >= vmax``, else to ``vmax``. torch's autograd agrees off ties (its
-  ``maximum`` splits a tie in halves). ``sqrt`` and the norms at 0 have derivative 0
-  (Adam's ``sqrt(vhat)`` where ``vhat == 0``; ``RMS(p) == 0``), where torch gives
-  inf or NaN.
+  floors ``max(mean(R), eps1)`` and ``max(vhat, eps1**2)`` and the clip
+  ``max(1, RMS(U)/d)``. Adafactor's decay is the forward's, from the same function
+  (:func:`adafactor_decay` for ``decay="debiased"``, torch's rule for ``"pytorch"``,
+  ``beta2`` without ``step``). The step number and the other hyperparameters are
+  constants.
+- Kinks (a piecewise derivative): ``max(x, c)`` and ``min(lr, c)`` pass the cotangent
+  to ``x`` (to ``lr``) where ``x >= c`` (``lr <= c``), ties included, else to ``c`` (a
+  constant: dropped); AMSGrad's ``maximum(vmax, v_t)`` passes it to ``v_t`` where
+  ``v_t >= vmax``, else to ``vmax``. torch's autograd agrees off ties (its ``maximum``
+  splits a tie in halves). ``sqrt`` and the norms at 0 get derivative 0 (Adam's
+  ``sqrt(vhat)`` where ``vhat == 0``; ``RMS(p) == 0``), where torch gives inf or NaN.
+- torch's SGD detaches its first momentum buffer (``buf = grad.detach().clone()``),
+  so its autograd misses that path at step 1; here ``buf = g`` is differentiated.
 
 Written once against the namespace of ``param`` (``param.__array_namespace__()``)
-with functions of the standard only, so it runs on every device (and on any
-Array API namespace); no host synchronisation.
+with functions of the standard only, so it runs on every device (and on NumPy or
+any Array API namespace), with no host synchronisation.
+
+Examples
+--------
+>>> import tessera_array as xp
+>>> from tessera_array.optim import sgd_vjp
+>>> p, g = xp.asarray([1.0, -2.0]), xp.asarray([0.5, 0.25])
+>>> r = sgd_vjp(p, g, cotangents=(xp.ones(2), None), step=1, lr=0.1)
+>>> r.grad, float(r.lr)     # d(sum p_new)/dg = -lr; d(sum p_new)/dlr = -sum(g)
+(Array([-0.1, -0.1], dtype=float64), -0.75)
 """
 
 from __future__ import annotations
@@ -49,14 +56,21 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .adam import check_adam_hyper
-from .sgd import _check_hyper as _check_sgd_hyper
 from ._base import check_step
 from .adafactor import _check_hyper as _check_adafactor_hyper
 from .adafactor import adafactor_state_shapes, decay_rate
+from .adam import check_adam_hyper
+from .sgd import _check_hyper as _check_sgd_hyper
 
-__all__ = ["AdafactorVJP", "AdamVJP", "SGDVJP", "adafactor_vjp", "adam_vjp", "adamw_vjp",
-           "sgd_vjp"]
+__all__ = [
+    "SGDVJP",
+    "AdafactorVJP",
+    "AdamVJP",
+    "adafactor_vjp",
+    "adam_vjp",
+    "adamw_vjp",
+    "sgd_vjp",
+]
 
 
 class SGDVJP(NamedTuple):
