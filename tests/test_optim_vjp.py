@@ -62,8 +62,8 @@ STEPS = {
 }
 
 
-def _to_dev(a, device):
-    return None if a is None else xp.asarray(np.array(a, dtype=np.float64), device=device)
+def _to_dev(a, device, dtype=np.float64):
+    return None if a is None else xp.asarray(np.array(a, dtype=dtype), device=device)
 
 
 def _forward(kind, inputs, kwargs, device):
@@ -73,10 +73,10 @@ def _forward(kind, inputs, kwargs, device):
     return {o: None if r is None else _np(r) for o, r in zip(outs, res)}
 
 
-def _vjp(kind, inputs, cot, kwargs, device):
+def _vjp(kind, inputs, cot, kwargs, device, dtype=np.float64):
     _, vjp, names, outs = STEPS[kind]
-    args = [_to_dev(inputs[n], device) for n in names]
-    cts = tuple(_to_dev(cot.get(o), device) for o in outs)
+    args = [_to_dev(inputs[n], device, dtype) for n in names]
+    cts = tuple(_to_dev(cot.get(o), device, dtype) for o in outs)
     res = vjp(*args, cotangents=cts, lr=inputs["lr"], **kwargs)
     out = {n: None if getattr(res, n) is None else _np(getattr(res, n)) for n in names}
     out["lr"] = float(_np(res.lr))
@@ -266,6 +266,23 @@ def test_vjp_state_that_the_step_ignores(f64):
     assert r.buf is None
 
 
+@pytest.mark.parametrize(("kind", "kw", "step"), [
+    ("sgd", SGD_CASES[4], 3), ("adam", ADAM_CASES[2], 4), ("adamw", ADAM_CASES[3], 4),
+    ("adafactor", ADAFACTOR_CASES[1], 5), ("adafactor", ADAFACTOR_CASES[0], 5)])
+def test_vjp_float32_matches_float64(device, kind, kw, step):
+    """float32 (every device has it) gives the float64 VJP to float32 precision."""
+    for i, shape in enumerate([(7,), (3, 4)]):
+        rng, inputs, kwargs = _setup(kind, kw, step, shape, 500 + i)
+        cot = _cotangent(kind, inputs, kwargs, "cpu", rng)
+        want = _vjp(kind, inputs, cot, kwargs, "cpu")
+        got = _vjp(kind, inputs, cot, kwargs, device, np.float32)
+        for k, w in want.items():
+            if w is not None:
+                assert k == "lr" or got[k].dtype == np.float32
+                np.testing.assert_allclose(got[k], w, rtol=1e-4,
+                                           atol=1e-4 * np.max(np.abs(w)), err_msg=k)
+
+
 # ---- Adafactor's decay: the discrimination test --------------------------------------
 
 
@@ -352,6 +369,12 @@ def test_vjp_bad_input():
     with pytest.raises(ValueError, match=r"adafactor_vjp: decay must be one of"):
         optim.adafactor_vjp(p, p, xp.ones((3, 1)), xp.ones((1, 4)),
                             cotangents=(p, None, None, None), step=1, decay="nominal")
+    with pytest.raises(TypeError, match=r"adam_vjp: m must have param's dtype float64"):
+        optim.adam_vjp(p, p, xp.ones((3, 4), dtype=xp.float32), p,
+                       cotangents=(p, None, None, None), step=1)
+    with pytest.raises(TypeError, match=r"sgd_vjp: param must have a real floating dtype"):
+        optim.sgd_vjp(xp.ones(3, dtype=xp.int64), xp.ones(3, dtype=xp.int64),
+                      cotangents=(None, None), step=1, lr=0.1)
     with pytest.raises(TypeError, match=r"sgd_vjp: param must be an array"):
         optim.sgd_vjp([1.0], p, cotangents=(p, None), step=1, lr=0.1)
 

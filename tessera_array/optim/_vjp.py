@@ -113,10 +113,15 @@ def _namespace(func: str, param):
             f"{func}: param must be an array of an Array API namespace. "
             f"Received: param of type {type(param).__name__}"
         )
-    return param.__array_namespace__()
+    xp = param.__array_namespace__()
+    if not xp.isdtype(param.dtype, "real floating"):
+        raise TypeError(
+            f"{func}: param must have a real floating dtype. Received: param.dtype={param.dtype}"
+        )
+    return xp
 
 
-def _check_like(func: str, name: str, a, shape, *, optional: bool = True):
+def _check_like(func: str, name: str, a, shape, *, optional: bool = True, dtype=None):
     if a is None:
         if not optional:
             raise ValueError(f"{func}: {name} is required here. Received: {name}=None")
@@ -125,13 +130,17 @@ def _check_like(func: str, name: str, a, shape, *, optional: bool = True):
         raise TypeError(
             f"{func}: {name} must be an array. Received: {name} of type {type(a).__name__}"
         )
+    if dtype is not None and a.dtype != dtype:
+        raise TypeError(
+            f"{func}: {name} must have param's dtype {dtype}. Received: {name}.dtype={a.dtype}"
+        )
     if shape is not None and tuple(a.shape) != tuple(shape):
         raise ValueError(
             f"{func}: {name} must have shape {tuple(shape)}. Received: {name}.shape={a.shape}"
         )
 
 
-def _cotangents(func: str, cotangents, names: tuple, shapes: tuple) -> list:
+def _cotangents(func: str, cotangents, names: tuple, shapes: tuple, dtype) -> list:
     if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(names):
         raise TypeError(
             f"{func}: cotangents must be a tuple {tuple(names)} (the step's outputs; None "
@@ -139,7 +148,7 @@ def _cotangents(func: str, cotangents, names: tuple, shapes: tuple) -> list:
         )
     for c, n, s in zip(cotangents, names, shapes):
         if s is not None:
-            _check_like(func, f"cotangents.{n}", c, s)
+            _check_like(func, f"cotangents.{n}", c, s, dtype=dtype)
         elif c is not None:
             raise ValueError(
                 f"{func}: cotangents.{n} must be None: the step returns None there. "
@@ -174,11 +183,12 @@ def sgd_vjp(param, grad, buf=None, *, cotangents, step: int, lr: float, momentum
     xp = _namespace(func, param)
     _check_sgd_hyper(func, lr, momentum, dampening, weight_decay, nesterov)
     check_step(func, step)
-    _check_like(func, "grad", grad, param.shape, optional=False)
+    _check_like(func, "grad", grad, param.shape, optional=False, dtype=param.dtype)
     uses_buf = momentum != 0 and step != 1
-    _check_like(func, "buf", buf, param.shape, optional=not uses_buf)
+    _check_like(func, "buf", buf, param.shape, optional=not uses_buf, dtype=param.dtype)
     buf_out_shape = param.shape if (momentum != 0 or buf is not None) else None
-    p_bar, b_bar = _cotangents(func, cotangents, ("param", "buf"), (param.shape, buf_out_shape))
+    p_bar, b_bar = _cotangents(func, cotangents, ("param", "buf"), (param.shape, buf_out_shape),
+                                 param.dtype)
     p_bar = _or_zeros(xp, p_bar, param)
 
     # forward: the direction d of p - lr*d
@@ -245,13 +255,13 @@ def _adam_vjp(func, param, grad, m, v, vmax, cotangents, *, step, lr, betas, eps
     check_adam_hyper(func, lr, betas, eps, weight_decay)
     check_step(func, step)
     shape = param.shape
-    _check_like(func, "grad", grad, shape, optional=False)
-    _check_like(func, "m", m, shape, optional=False)
-    _check_like(func, "v", v, shape, optional=False)
-    _check_like(func, "vmax", vmax, shape, optional=not amsgrad)
+    _check_like(func, "grad", grad, shape, optional=False, dtype=param.dtype)
+    _check_like(func, "m", m, shape, optional=False, dtype=param.dtype)
+    _check_like(func, "v", v, shape, optional=False, dtype=param.dtype)
+    _check_like(func, "vmax", vmax, shape, optional=not amsgrad, dtype=param.dtype)
     vmax_shape = shape if vmax is not None else None
     p_bar, m_bar, v_bar, vmax_bar = _cotangents(
-        func, cotangents, ("param", "m", "v", "vmax"), (shape, shape, shape, vmax_shape))
+        func, cotangents, ("param", "m", "v", "vmax"), (shape, shape, shape, vmax_shape), param.dtype)
     p_bar = _or_zeros(xp, p_bar, param)
     b1, b2 = betas
     c1 = 1.0 - b1**step
@@ -332,18 +342,18 @@ def adafactor_vjp(param, grad, row=None, col=None, var=None, *, cotangents,
     step = check_step(func, step, optional=True)
     rate, _ = decay_rate(func, step, beta2, beta2_decay, decay)
     shape = tuple(param.shape)
-    _check_like(func, "grad", grad, shape, optional=False)
+    _check_like(func, "grad", grad, shape, optional=False, dtype=param.dtype)
     factored = len(shape) > 1
     shapes = adafactor_state_shapes(shape)
     wants = (shapes + (None,)) if factored else (None, None, shape)
     for name, a, want in zip(("row", "col", "var"), (row, col, var), wants):
         if want is not None:
-            _check_like(func, name, a, want, optional=False)
+            _check_like(func, name, a, want, optional=False, dtype=param.dtype)
         elif a is not None:  # a moment the step does not use: returned unchanged
             _check_like(func, name, a, None)
     out_shapes = tuple(None if a is None else tuple(a.shape) for a in (row, col, var))
     p_bar, row_bar, col_bar, var_bar = _cotangents(
-        func, cotangents, ("param", "row", "col", "var"), (shape,) + out_shapes)
+        func, cotangents, ("param", "row", "col", "var"), (shape,) + out_shapes, param.dtype)
     p_bar = _or_zeros(xp, p_bar, param)
 
     e1 = float(xp.finfo(param.dtype).eps) if eps[0] is None else eps[0]
