@@ -6,7 +6,8 @@ before the suite is loaded, the runner asks :meth:`Needs.unavailable_reason` abo
 run's device (``--device``), and a suite whose device or peer is absent is reported
 ``unavailable`` with the reason, never run and never a crash. A new device suite is a
 row with its ``Needs`` and a module; a new device kind (say ``cuda``) reports its
-name and driver through its backend's ``versions()``, or adds a probe to ``_PROBES``.
+name and driver through its backend's ``versions()``, or adds a probe to ``_PROBES``
+(OpenCL's reads the ``pyopencl.Device``; CUDA's and ROCm's CuPy's device properties).
 
 :func:`facts` describes a device (name, vendor, driver, GPU or not) through the
 public namespace and the ``tessera_array.launchers`` seam: for OpenCL, the
@@ -73,9 +74,28 @@ def _opencl_facts(device) -> dict:
     }
 
 
+def _cupy_facts(device) -> dict:
+    """A CuPy device (``cuda:N``, ``rocm:N``): its name from the runtime's properties of
+    device N (the backend's ``versions()`` names every device as ``device N``)."""
+    import cupy
+
+    rt = cupy.cuda.runtime
+    name = rt.getDeviceProperties(device.index)["name"]
+    name = (name.decode() if isinstance(name, bytes) else str(name)).strip()
+    hip = bool(getattr(rt, "is_hip", False))
+    return {
+        "name": name,
+        "vendor": "AMD" if hip else "NVIDIA Corporation",
+        "platform": f"{'HIP' if hip else 'CUDA'} runtime {rt.runtimeGetVersion()}",
+        "driver": str(rt.driverGetVersion()),
+        "is_gpu": True,
+    }
+
+
 # backend name -> probe(device) -> the fields of DeviceFacts it knows. Backends without a
 # probe are described from their versions() ("device", "driver ..." keys) and their kind.
-_PROBES: dict[str, Callable] = {"opencl": _opencl_facts}
+_PROBES: dict[str, Callable] = {"opencl": _opencl_facts, "cuda": _cupy_facts,
+                                "rocm": _cupy_facts}
 
 
 @functools.cache
