@@ -85,6 +85,8 @@ class Benchmark:
         What the peer is (``"numpy"``).
     target : float or None
         A ratio the benchmark should stay at or below; reported, never enforced.
+    (``params["bytes_moved"]``, bytes one call reads and writes, adds each side's
+    effective bandwidth, ``effective_TB_s``, to the result.)
     check : callable or None
         ``check(tessera_value, peer_value, namespace)`` raises AssertionError when
         the two sides disagree; run once before timing.
@@ -493,5 +495,9 @@ def _run_one(bench: Benchmark, res: dict, timer, settings: Settings) -> None:
     res.update(measure(t_loop, p_loop, namespace, t_timer, settings, bench.settle_s,
                        peer_timer=p_timer, batch=bench.batch, prime=bench.prime))
     res["status"] = "ok"
+    moved = bench.params.get("bytes_moved")
+    if moved:  # bytes / ns = GB/s
+        res["effective_TB_s"] = {side: moved / res[f"{side}_median_ns"] / 1e3
+                                 for side in ("tessera", "peer")}
     target = bench.target
     res["meets_target"] = None if target is None else res["ratio"] <= target

@@ -99,7 +99,7 @@ def markdown(doc: dict) -> str:
             ("|---|---|---|---:|---:|---:|---:|:---:|" if one_peer else
              "|---|---|---|---|---:|---:|---:|---:|:---:|"),
         ]
-        notes = []
+        notes, figures = [], []
         for res in results:
             target, meets = _target_cells(res)
             label = res["params"].get("label", res["tessera_expr"])
@@ -109,6 +109,12 @@ def markdown(doc: dict) -> str:
                     format_ns(res["peer_median_ns"]),
                     f"{res['ratio']:.2f}",
                 ]
+                bw = res.get("effective_TB_s")
+                if bw:
+                    figures.append(f"- `{res['id']}`: effective bandwidth tessera "
+                                 f"{bw['tessera']:.2f} TB/s, {res.get('peer', 'peer')} "
+                                 f"{bw['peer']:.2f} TB/s ({res['params']['bytes_moved']:.3g} "
+                                 f"bytes per call)")
             else:
                 cells = ["—", "—", res.get("status", "?")]
                 notes.append(f"- `{res['id']}`: {res.get('status')}: {res.get('reason')}")
@@ -119,6 +125,8 @@ def markdown(doc: dict) -> str:
                 + " | ".join(cells)
                 + f" | {target} | {meets} |"
             )
+        if figures:
+            lines += ["", "Bandwidth:", ""] + figures
         if notes:
             lines += ["", "Not measured:", ""] + notes
         lines.append("")

@@ -159,6 +159,16 @@ SUITES = {
                         peer_check=cupy_on_same_gpu),
         ),
         Suite(
+            "cuda_vs_peers",
+            "the CUDA backend on an NVIDIA GPU against its peers there: x + y against CuPy, "
+            "matvec against cuBLAS gemv, spmv against cuSPARSE, Adam/AdamW/Adafactor steps "
+            "against torch's fused/foreach steps, fft_c2c against cupy.fft",
+            "tessera_array.launchers:launcher",
+            "benchmarks.cuda_vs_peers",
+            needs=Needs("cuda", gpu=True, vendor="NVIDIA", peers=("cupy",),
+                        peer_check=cupy_on_same_gpu),
+        ),
+        Suite(
             "krylov_vs_cupy",
             "cg solves on an OpenCL GPU (fused device steps and the generic path) "
             "against cupyx.scipy.sparse.linalg.cg on the same GPU",
