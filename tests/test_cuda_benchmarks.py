@@ -1,0 +1,223 @@
+"""The CUDA device benchmarks, on any machine: what the cuda_vs_peers suite declares, that
+it is reported unavailable (never run, never a crash) without a CUDA device or CuPy, the
+CuPy device probe behind its baseline's name, the bandwidth figure of its optimizer rows,
+and the steady-memory script's clean refusal without CuPy.
+
+Nothing here times or touches a GPU: the suite itself runs on the GPU machine
+(``python -P -m benchmarks --suite cuda_vs_peers --device cuda:0``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from benchmarks import _cli, _core, _devices, _fingerprint, _ratchet, _report
+from benchmarks import cuda_vs_peers as suite_module
+from benchmarks._suites import SUITES, SuiteContext
+
+SUITE = SUITES["cuda_vs_peers"]
+
+
+def _benches(quick):
+    import tessera_array as xp
+    from tessera_array._devices import default_device
+
+    return SUITE.load()(SuiteContext(xp=xp, device=default_device(), quick=quick))
+
+
+def _by_id(benches):
+    return {b.id: b for b in benches}
+
+
+def test_cuda_suite_declares_each_row_with_its_peer_and_target():
+    """Every row of the issue, side by side with its peer, with the issue's targets, its
+    shape and dtype in params, sources that exist; quick mode shrinks the sizes."""
+    assert SUITE.needs.backend == "cuda" and SUITE.needs.gpu and SUITE.needs.vendor == "NVIDIA"
+    assert "cupy" in SUITE.needs.peers
+    full, quick = _by_id(_benches(False)), _by_id(_benches(True))
+    for benches in (full, quick):
+        assert {b.name for b in benches.values()} == {
+            "overhead", "matvec", "spmv", "adam", "adamw", "adafactor", "fft"}
+        for b in benches.values():
+            assert b.suite == "cuda_vs_peers" and "dtype" in b.params, b.id
+            assert _fingerprint.resolve_sources(b.sources, _cli.REPO_ROOT), b.id
+    peers = {b.name: b.peer_name for b in full.values()}
+    assert peers == {"overhead": "cupy", "matvec": "cublas", "spmv": "cusparse",
+                     "adam": "torch", "adamw": "torch", "adafactor": "torch", "fft": "cufft"}
+
+    sizes = {b.params["shape"][0]: b for b in full.values() if b.name == "overhead"}
+    assert sorted(sizes) == [1, 1_000, 1_000_000, 10_000_000, 100_000_000]
+    assert sizes[1].target == 1.2 and sizes[10_000_000].target == 1.02
+    assert sizes[1_000_000].target is None
+    for n, b in sizes.items():
+        # tiny sizes: host wall time of batches of 200 calls, then one synchronize
+        assert (b.batch, b.timers) == ((200, suite_module._wall_timers) if n <= 1_000
+                                       else (None, None)), b.id
+        assert (b.tessera, b.peer) == ("x + y", "a + b")
+    assert 100_000_000 not in {b.params["shape"][0] for b in quick.values()
+                               if b.name == "overhead"}
+
+    mv = full["cuda_vs_peers/matvec[float32 4096^2 warp]"]
+    assert mv.target == 1.0 and mv.params["shape"] == (4096, 4096)
+    assert full["cuda_vs_peers/matvec[float32 4096^2 scalar]"].target == 1.0
+    assert full["cuda_vs_peers/matvec[float32 4096^2 default]"].target is None  # cuBLAS
+    assert "cuda_vs_peers/matvec[float64 8192^2 warp]" in full
+    assert {b.params["shape"] for b in quick.values() if b.name == "matvec"} == {(2048, 2048)}
+
+    sp = full["cuda_vs_peers/spmv[float32 poisson 1024^2 warp]"]
+    assert sp.target == pytest.approx(1 / 1.5, abs=1e-3)
+    assert sp.params["shape"] == (1024**2, 1024**2)
+    assert "cuda_vs_peers/spmv[float64 poisson 2048^2 scalar]" in full
+
+    for name in ("adam", "adamw"):
+        (b,) = [b for b in full.values() if b.name == name]
+        assert (b.params["tensors"], b.params["elements"]) == (10, 10_000_000)
+        assert b.params["bytes_moved"] == 7 * 4 * 100_000_000
+        assert b.target == 1.0 and b.peer == "topt.step()"
+        assert b.timers is suite_module._torch_timers
+    (ada,) = [b for b in full.values() if b.name == "adafactor"]
+    assert ada.params["shape"] == (4096, 4096) and ada.params["tensors"] == 6
+    assert ada.target == 0.25
+
+    fft = full["cuda_vs_peers/fft[complex64 16384x1024]"]
+    assert fft.params["shape"] == (16384, 1024)
+    assert fft.target == pytest.approx(1 / 0.95, abs=1e-3)
+    assert full["cuda_vs_peers/fft[complex128 16384x1024]"].target is None
+
+
+def test_cuda_suite_is_unavailable_here_without_cuda(tmp_path):
+    """On the host device the runner lists the suite as unavailable with the reason, runs
+    nothing and exits 0, with no baseline for the device (none is needed to run)."""
+    import tessera_array as xp
+
+    host = xp.__array_namespace_info__().devices()[0]
+    why = SUITE.unavailable_reason(host)
+    assert why and "runs on cuda GPUs from NVIDIA" in why
+    suites = {"cuda_vs_peers": SUITE}
+    common = ["--device", "cpu", "--suite", "cuda_vs_peers", "--out", str(tmp_path / "r"),
+              "--baseline-dir", str(tmp_path / "b"), "--no-plots", "--no-progress"]
+    for argv in (common + ["--list"], common):
+        args = _cli.build_parser(suites).parse_args(argv)
+        out = io.StringIO()
+        assert _cli.execute(args, suites=suites, stdout=out, stderr=io.StringIO()) == 0
+        assert "cuda_vs_peers: unavailable" in out.getvalue(), out.getvalue()
+    doc = json.loads((tmp_path / "r" / "numpy-cpu.json").read_text())
+    assert doc["benchmarks"] == []
+    (row,) = doc["suites"]
+    assert row["status"] == "unavailable" and "cuda" in row["reason"]
+    assert not (tmp_path / "b").exists()
+
+
+def test_cuda_rows_report_unavailable_without_cupy(monkeypatch, tmp_path):
+    """Run anyway (as on a machine whose CuPy is broken), every row's setup says CuPy is
+    missing: unavailable, not an error and not a crash."""
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    benches = _benches(True)
+    results = _core.run_benchmarks(benches, timer=_core.HostTimer(), settings=_core.QUICK,
+                                   root=_cli.REPO_ROOT)
+    assert len(results) == len(benches)
+    for res in results:
+        assert res["status"] == "unavailable", (res["id"], res.get("reason"))
+        assert "CuPy" in res["reason"], res["reason"]
+
+
+def _fake_cupy(name=b"NVIDIA H200", hip=False):
+    calls = []
+    runtime = types.SimpleNamespace(
+        getDeviceProperties=lambda i: {"name": name} if i == 0 else {"name": b"other"},
+        runtimeGetVersion=lambda: 13000, driverGetVersion=lambda: 13010, is_hip=hip)
+    stream = types.SimpleNamespace(synchronize=lambda: calls.append("sync"))
+    cuda = types.SimpleNamespace(runtime=runtime, get_current_stream=lambda: stream)
+    return types.SimpleNamespace(cuda=cuda), calls
+
+
+def test_cupy_probe_names_the_gpu_and_its_baseline(monkeypatch, tmp_path):
+    """A cuda device is described from CuPy's properties of its index: an H200's results
+    and baseline are cuda-nvidia-h200.json, and the suite's Needs accept it."""
+    fake, _ = _fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    got = _devices._cupy_facts(types.SimpleNamespace(index=0))
+    assert got == {"name": "NVIDIA H200", "vendor": "NVIDIA Corporation",
+                   "platform": "CUDA runtime 13000", "driver": "13010", "is_gpu": True}
+    f = _devices.DeviceFacts(device="cuda:0", backend="cuda", platform=got["platform"],
+                             name=got["name"], vendor=got["vendor"], driver=got["driver"],
+                             is_gpu=True, is_host=False)
+    assert SUITE.needs._misfit(f) is None and f.label == "nvidia-h200"
+    monkeypatch.setattr(_devices, "facts", lambda d: f)
+    assert _ratchet.baseline_path(tmp_path, "cuda", "cuda:0").name == "cuda-nvidia-h200.json"
+    assert _devices._PROBES["cuda"] is _devices._cupy_facts
+    amd, _ = _fake_cupy(name="AMD Instinct MI300X", hip=True)
+    monkeypatch.setitem(sys.modules, "cupy", amd)
+    got = _devices._cupy_facts(types.SimpleNamespace(index=0))
+    assert got["vendor"] == "AMD" and got["platform"].startswith("HIP")
+
+
+def test_wall_timer_drains_the_stream_before_and_after(monkeypatch):
+    fake, calls = _fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    timer = suite_module.CudaWallTimer()
+    token = timer.start()
+    assert calls == ["sync"]
+    assert timer.stop(token) >= 0 and calls == ["sync", "sync"]
+
+
+class _Clock:
+    name = "virtual"
+
+    def __init__(self):
+        self.now = 0
+
+    def start(self):
+        return self.now
+
+    def stop(self, token):
+        return self.now - token
+
+
+def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
+    """A row naming bytes_moved gets each side's effective TB/s (bytes / median ns / 1e3),
+    shown under the suite's table."""
+    (tmp_path / "k.py").write_text("X = 1\n")
+    clock = _Clock()
+
+    def work(ns):
+        clock.now += ns
+
+    bench = _core.Benchmark(
+        suite="toy", name="step", variant="v", tessera="work(400)", peer="work(500)",
+        setup=lambda: {"work": work}, sources=("k.py",),
+        params={"bytes_moved": 2_000_000}, peer_name="torch", check=lambda t, p, ns: None)
+    settings = _core.Settings(batch_ns=1_000, rounds=5, min_rounds=5, max_seconds=60.0,
+                              warmup=1)
+    (res,) = _core.run_benchmarks([bench], timer=clock, settings=settings, root=tmp_path)
+    assert res["status"] == "ok"
+    assert res["effective_TB_s"] == pytest.approx({"tessera": 5.0, "peer": 4.0})
+    doc = {"machine": {"cpu_model": "v", "cores_usable": 1, "cores_logical": 1,
+                       "platform": "p"},
+           "versions": {"numpy": "n", "scipy": "s", "tessera_array": "t", "python": "3"},
+           "git": {}, "timing": {"method": "m", "timer": "virtual"}, "quick": False,
+           "backend": "toy", "device": {"device": "cuda:0", "description": "d", "driver": "x"},
+           "created": "now", "benchmarks": [res], "suites": []}
+    text = _report.markdown(doc)
+    assert "effective bandwidth tessera 5.00 TB/s, torch 4.00 TB/s" in text
+
+
+def test_steady_memory_script_refuses_cleanly_without_cupy(tmp_path):
+    """Without CuPy (or a cuda device) the script says why and exits 2, no traceback."""
+    code = ("import sys; sys.modules['cupy'] = None; "
+            "from benchmarks import cuda_steady_memory as m; sys.exit(m.main([]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "cuda_steady_memory:" in proc.stderr and "Traceback" not in proc.stderr
