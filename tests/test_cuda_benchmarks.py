@@ -221,3 +221,39 @@ def test_steady_memory_script_refuses_cleanly_without_cupy(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "cuda_steady_memory:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_steady_memory_workloads_and_verdict_on_the_host():
+    """The script's two workloads run through the public API (here on the CPU: the first
+    solve checked against SciPy's), and its verdict fails a pool that keeps growing."""
+    import tessera_array as xp
+    from benchmarks import cuda_steady_memory as m
+
+    host = xp.__array_namespace_info__().devices()[0]
+    for make in (m._adam, m._cg):
+        work = make(xp, host)
+        work(0)
+        work(1)
+
+    used = [0]
+
+    class Pool:
+        def used_bytes(self):
+            return used[0]
+
+        def total_bytes(self):
+            return used[0] + 4096
+
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(synchronize=lambda: None)),
+        get_default_memory_pool=lambda: Pool())
+    out = io.StringIO()
+    assert m._run("flat", lambda i: None, 300, fake, 1024, out)
+    assert "after   300: used" in out.getvalue() and "steady" in out.getvalue()
+
+    def leak(i):
+        used[0] += 512
+
+    out = io.StringIO()
+    assert not m._run("leak", leak, 300, fake, 1024, out)
+    assert "GROWS: used bytes +102,400 B" in out.getvalue()
