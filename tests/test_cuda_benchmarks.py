@@ -257,3 +257,26 @@ def test_steady_memory_workloads_and_verdict_on_the_host():
     out = io.StringIO()
     assert not m._run("leak", leak, 300, fake, 1024, out)
     assert "GROWS: used bytes +102,400 B" in out.getvalue()
+
+
+def test_optimizer_rows_need_torch_with_cuda_on_the_same_gpu(monkeypatch):
+    """The torch rows say why they cannot run: torch missing, torch without CUDA, or
+    torch's device not CuPy's."""
+    dev = types.SimpleNamespace(index=0)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(_core.Unavailable, match="torch .* is not installed"):
+        suite_module._torch(dev)
+    names = {"torch": "NVIDIA H200"}
+    cuda = types.SimpleNamespace(is_available=lambda: False,
+                                 get_device_name=lambda i: names["torch"])
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="9.9",
+                                                                    cuda=cuda))
+    with pytest.raises(_core.Unavailable, match="torch 9.9 has no CUDA device"):
+        suite_module._torch(dev)
+    cuda.is_available = lambda: True
+    fake, _ = _fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    assert suite_module._torch(dev) is sys.modules["torch"]
+    names["torch"] = "NVIDIA A100"
+    with pytest.raises(_core.Unavailable, match="both sides must run on one GPU"):
+        suite_module._torch(dev)
