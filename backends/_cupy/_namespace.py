@@ -151,16 +151,21 @@ class CupyNamespace(Namespace):
     def logical_not(self, a, /):
         return self.m.logical_not(self._truth(a))
 
-    def divide(self, a, b, /):
-        m = self.m
+    def _result_dtype(self, a, b):
+        """The dtype of a binary op of buffers or weak Python scalars (the front end has
+        checked the pairing): a Python complex with a real buffer makes it complex."""
         nd = self.ndarray
         if a.__class__ is nd and b.__class__ is nd:
-            dt = m.result_type(a, b)
-        else:
-            dt = (a if a.__class__ is nd else b).dtype
-            other = b if a.__class__ is nd else a
-            if other.__class__ is complex and dt.kind != "c":
-                dt = np.dtype(np.complex64 if dt == np.float32 else np.complex128)
+            return self.m.result_type(a, b)
+        dt = (a if a.__class__ is nd else b).dtype
+        other = b if a.__class__ is nd else a
+        if other.__class__ is complex and dt.kind != "c":
+            return np.dtype(np.complex64 if dt == np.float32 else np.complex128)
+        return dt
+
+    def divide(self, a, b, /):
+        m = self.m
+        dt = self._result_dtype(a, b)
         if dt.kind != "c":
             return m.divide(a, b)
         # CuPy's complex division differs from NumPy's at zero and infinite divisors.
@@ -174,11 +179,7 @@ class CupyNamespace(Namespace):
 
     def remainder(self, a, b, /):
         m = self.m
-        nd = self.ndarray
-        if a.__class__ is nd and b.__class__ is nd:
-            dt = m.result_type(a, b)
-        else:
-            dt = (a if a.__class__ is nd else b).dtype
+        dt = self._result_dtype(a, b)
         if dt.kind != "f":
             return m.remainder(a, b)
         return self._remainder_kernel(m.asarray(a, dtype=dt), m.asarray(b, dtype=dt))
