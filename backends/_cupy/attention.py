@@ -79,7 +79,7 @@ def _name(kernel: str, dtype, warp: int, n: int) -> str:
     return f"tessera_attention_{kernel}<{t}, {t}, {warp}, {n}>"
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance the launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
     return [(FILE, _name(kernel, dt, warp, n)) for kernel in ("fwd", "bwd_dq", "bwd_dkdv")

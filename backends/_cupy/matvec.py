@@ -300,7 +300,7 @@ def vecmat(x, a):
         return cupy.matmul(cupy.conj(x) if x.dtype.kind == "c" else x, a)
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance these launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
     out = []

@@ -79,7 +79,7 @@ def _cupy_device(device):
     return cupy.cuda.Device(device.index)
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of the kernel this launcher asks for (``.ci/compile-kernels``)."""
     return [(FILE, KERNEL)]
 
