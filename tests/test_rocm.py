@@ -251,6 +251,10 @@ def test_rocm_loads_over_a_rocm_build(fake_cupy):
     assert [str(d) for d in b.devices()] == ["rocm:0", "rocm:1"]
     assert isinstance(b.ops, RocmNamespace) and b.ops.m is cupy
     assert _kernels._build is b  # the kernels compile with the rocm build's data
+    # The shared launchers' messages name rocm devices as rocm devices.
+    on = [types.SimpleNamespace(device=types.SimpleNamespace(id=i)) for i in (0, 1)]
+    with pytest.raises(ValueError, match=r"x\.device=rocm:1, expected rocm:0"):
+        cu_matvec.check_device("matvec", {"x": on[1]}, on[0].device)
     a = np.array([[2.0, 1.0], [1.0, 3.0]])
     w, _ = b.ops.eigh(a)
     np.testing.assert_allclose(w, np.linalg.eigvalsh(a), rtol=1e-12)

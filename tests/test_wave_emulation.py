@@ -95,7 +95,8 @@ PINS = {
         "grid = (grid_blocks(func, m, rows), min(k, GRID_Y_MAX))",
     ],
     "kernels/cuda/optim.cu": [
-        "for (int delta = lanes / 2; delta > 0; delta >>= 1) v = add(v, shfl_down<WARP>(v, delta));",
+        "for (int delta = lanes / 2; delta > 0; delta >>= 1) v = add(v, shfl_down<WARP>(v, "
+        "delta));",
         "while (g < WARP && g < C) g <<= 1;",
         "while (g < COL_TILE && g < C) g <<= 1;",
         "const int G = row_lanes<WARP>(C); const int sub_lane = threadIdx.x % G;",
@@ -107,11 +108,12 @@ PINS = {
         "threadIdx.x / TC;",
         "for (long long r = ry; r < R; r += RL) s = add(s, mul(gb[r * C], gb[r * C]));",
         "for (int j = 1; j < RL; ++j) tot = add(tot, red[j * TC + cx]);",
-        "for (long long i = threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], p[lo + i]));",
+        "for (long long i = threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], "
+        "p[lo + i]));",
         "for (long long j = threadIdx.x; j < total; j += BLOCK) acc = add(acc, vp[j]); return "
         "block_sum<WARP, BLOCK>(acc, scratch);",
-        "const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP; for (long long base = 0; base "
-        "< nb; base += BLOCK / WARP) { const long long b = base + w;",
+        "const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP; for (long long base = 0; "
+        "base < nb; base += BLOCK / WARP) { const long long b = base + w;",
         "for (long long r = lane; r < R; r += WARP) s = add(s, row[(b0 + b) * R + r]);",
         "r = local / C; c = local - r * C; dr = block / C; dc = block - dr * C;",
         "c += dc; r += dr; if (c >= C) { c -= C; r += 1; }",

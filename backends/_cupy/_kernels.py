@@ -22,7 +22,8 @@ from tessera_array.kernels import KERNELS_DIR
 
 from ._compile import NAME
 
-__all__ = ["build_count", "empty", "function", "include_dir", "use_build", "warp_size"]
+__all__ = ["build_count", "device_label", "empty", "function", "include_dir", "use_build",
+           "warp_size"]
 
 _warp = memo("cuda.warp_size")  # device id -> warp size
 _stacks: dict = {}  # backend -> (BuildStack, SourceTree), made once (their memos are registered)
@@ -39,6 +40,12 @@ def use_build(backend) -> None:
     build is installed per environment): its ``kernel_dirs`` and ``dialect``."""
     global _build
     _build = backend
+
+
+def device_label(index: int) -> str:
+    """``cuda:<index>`` or ``rocm:<index>``, as the loaded backend names its devices (for
+    messages)."""
+    return f"{getattr(_build, 'device_kind', 'cuda')}:{index}"
 
 
 def _stack():

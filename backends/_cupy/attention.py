@@ -142,7 +142,7 @@ def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, ac
     sq, d = q.shape[-2:]
     sk, dv = v.shape[-2:]
     if max(sq, sk, d, dv) >= SIZE_LIMIT:
-        raise ValueError(f"attention: the CUDA kernels take Sq, Sk, D, Dv < {SIZE_LIMIT}. "
+        raise ValueError(f"attention: the CUDA/HIP kernels take Sq, Sk, D, Dv < {SIZE_LIMIT}. "
                          f"Received: Sq={sq}, Sk={sk}, D={d}, Dv={dv}")
     kind, bmask, amask = 0, None, None
     m_sr = m_sc = np.int64(0)

@@ -117,8 +117,8 @@ def _check(func, params, grads, states):
                                 f"{name}[{i}].dtype={a.dtype}")
             if a.device.id != dev:
                 raise ValueError(f"{func}: every buffer must be on one device. Received: "
-                                 f"{name}[{i}].device=cuda:{a.device.id}, "
-                                 f"params[0].device=cuda:{dev}")
+                                 f"{name}[{i}].device={_kernels.device_label(a.device.id)}, "
+                                 f"params[0].device={_kernels.device_label(dev)}")
             if same_shape and a.shape != params[i].shape:
                 raise ValueError(f"{func}: {name}[{i}] must have its parameter's shape. Received: "
                                  f"params[{i}].shape={params[i].shape}, "

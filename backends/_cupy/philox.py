@@ -73,7 +73,7 @@ def _cupy_device(device):
     import cupy
 
     if device is None:
-        raise ValueError("dropout_mask: the cuda launcher needs device=. Received: device=None")
+        raise ValueError("dropout_mask: the CuPy launcher needs device=. Received: device=None")
     if isinstance(device, cupy.cuda.Device):
         return device
     return cupy.cuda.Device(device.index)
