@@ -277,6 +277,32 @@ def test_rocm_refuses_a_cuda_build_and_cuda_a_rocm_one(fake_cupy):
         CudaBackend().load()
 
 
+def test_the_kernels_build_with_the_loaded_backends_data(monkeypatch):
+    monkeypatch.setattr(_kernels, "_build", None)
+    with pytest.raises(RuntimeError, match="no CuPy backend .* has loaded"):
+        _kernels._stack()
+    monkeypatch.setattr(_kernels, "_stacks", {})
+
+    # Other names than the real backends', so that their memos stay the registered ones.
+    class Rocm(RocmBackend):
+        name = "rocmtest"
+
+    class Cuda(CudaBackend):
+        name = "cudatest"
+
+    _kernels.use_build(Rocm())
+    stack, tree = _kernels._stack()
+    assert isinstance(stack.dialect, HiprtcDialect) and stack.dialect.backend == "rocmtest"
+    assert stack.dialect.include_dirs == tuple(str(KERNELS / d) for d in
+                                               ("hip", "cuda", "include"))
+    assert "tessera_matvec_warp" in tree.load("matvec.cu").text
+    assert _kernels.device_label(3) == "rocm:3"
+    _kernels.use_build(Cuda())
+    stack, _ = _kernels._stack()
+    assert type(stack.dialect) is NvrtcDialect and stack.dialect.backend == "cudatest"
+    assert _kernels.device_label(3) == "cuda:3"
+
+
 def test_the_warp_width_is_the_devices(fake_cupy):
     for warp in (64, 32):
         fake_cupy(is_hip=True, warp=warp)
