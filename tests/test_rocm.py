@@ -19,7 +19,7 @@ tests/test_wave_emulation.py.
 from __future__ import annotations
 
 import contextlib
-import glob
+import fnmatch
 import importlib.machinery
 import importlib.metadata
 import importlib.util
@@ -87,7 +87,7 @@ def installed(monkeypatch):
             return [_Dist(d) for d in dists + ("numpy", "scipy")]
 
         def glob_(pattern):
-            return sorted(n for n in nodes if glob.fnmatch.fnmatch(n, pattern))
+            return sorted(n for n in nodes if fnmatch.fnmatch(n, pattern))
 
         monkeypatch.setattr(importlib.util, "find_spec", find_spec)
         monkeypatch.setattr(importlib.metadata, "distribution", distribution)

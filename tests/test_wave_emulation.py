@@ -137,6 +137,27 @@ PINS = {
         "out[row * Dv + col] = seen ? T(o[r][u] / l[r]) : T(0);",
         "lse_out[row] = seen ? m[r] + log_(l[r]) : neg_inf<ACC>();",
         "constexpr int RPW = 4;",
+        "for (int d = lane; d < Dv; d += WARP) part += ACC(dom.p[(long long)i * dom.sr + "
+        "(long long)d * dom.sc]) * ACC(om.p[(long long)i * om.sr + (long long)d * om.sc]);",
+        "dl[r] = from_lane0<WARP>(tessera::warp_sum<WARP>(part));",
+        "const int passes = D > N * WARP ? (D + N * WARP - 1) / (N * WARP) : 1;",
+        "const int d0 = pass * N * WARP;",
+        "ps[warp * RPW + r][lane] = p * (dpz - dl[r]);",
+        "const int col = d0 + u * WARP + lane; if (col < D) dq[row * D + col] = T(g[r][u] * "
+        "scale);",
+        "const int widest = D > Dv ? D : Dv;",
+        "const int passes = widest > N * WARP ? (widest + N * WARP - 1) / (N * WARP) : 1;",
+        "for (int it = ia; it < ib; it += WARP) { const int n = min(WARP, ib - it);",
+        "const int i = it + lane;",
+        "pt[warp * RPW + r][lane] = pz; st[warp * RPW + r][lane] = p * (dpz - di);",
+        "const int col = c0 + u * WARP + lane; if (col < D) dk[row * D + col] = T(gk[r][u]); "
+        "if (col < Dv) dv[row * Dv + col] = T(gv[r][u]);",
+    ],
+    "backends/_cupy/attention.py": [
+        '_launch(device, "fwd", q.dtype, dv, bh * -(-sq // ROWS), args + (out, lse))',
+        '_launch(device, "bwd_dq", q.dtype, d, bh * -(-sq // ROWS),',
+        '_launch(device, "bwd_dkdv", q.dtype, max(d, dv_), bh * -(-sk // ROWS),',
+        "fn((min(items, GRID_MAX),), (NWARPS * warp,), args)",
     ],
 }
 
@@ -765,3 +786,159 @@ def test_attention_fwd_tiles_and_lanes(warp, sq, sk, d, dv, causal):
     np.testing.assert_allclose(lse, ref_lse, rtol=2e-5, atol=2e-5)
     if causal == "bottom_right":  # sq > sk: the first sq - sk rows see no key
         assert (lse[:sq - sk] == -np.inf).all() and (out[:sq - sk] == 0).all()
+
+
+# ---- attention backward: dq over key tiles, dk/dv over query tiles (attention.cu) ---------
+
+def _block_rows(r0, nwarps=cu_attention.NWARPS, rpw=4):
+    """The (warp, r) rows of a block starting at r0: r0 + warp * RPW + r."""
+    return r0 + np.arange(nwarps)[:, None] * rpw + np.arange(rpw)[None, :]
+
+
+def _cols_pass(lane, base, N, warp, width):
+    """The (u, lane) output columns base + u*W + lane of one pass, and which exist."""
+    cols = base + np.arange(N)[:, None] * warp + lane[None, :]
+    return cols, cols < width
+
+
+def emulate_attention_bwd(q, k, v, o, do, lse, scale, causal, warp):
+    """tessera_attention_bwd_dq then tessera_attention_bwd_dkdv for one (b, h): each
+    lane one key (dq) or one query (dk/dv) of a tile of W, the delta warp sums, the
+    passes over the output columns."""
+    sq, d = q.shape
+    sk, dv = v.shape
+    acc = q.dtype.type
+    rows = cu_attention.ROWS
+    lo, hi = band(causal, None, sq, sk)
+    lane = np.arange(warp)
+    qs = (q * acc(scale)).astype(acc)
+    dq = np.full((sq, d), np.nan, q.dtype)
+    delta = np.full(sq, np.nan, acc)
+
+    def dots(a_rows, b_rows):  # (warp, r, d) . (lane, d) in column order
+        s = np.zeros(a_rows.shape[:2] + (b_rows.shape[0],), acc)
+        for c in range(a_rows.shape[-1]):
+            s = s + a_rows[..., c:c + 1] * b_rows[:, c]
+        return s
+
+    N = cu_attention._per_lane(d, warp)
+    passes = -(-d // (N * warp)) if d > N * warp else 1
+    for i0 in range(0, sq, rows):
+        i = _block_rows(i0)
+        i1 = min(i0 + rows, sq)
+        ja, jb = min(max(i0 + lo, 0), sk), min(max(i1 - 1 + hi + 1, 0), sk)
+        ic = np.minimum(i, sq - 1)
+        part = np.zeros(i.shape + (warp,), acc)
+        for k0 in range(0, dv, warp):  # d = lane, lane + W, ...
+            dd = k0 + lane
+            ok = (dd < dv) & (i[..., None] < sq)
+            ddc = np.minimum(dd, dv - 1)
+            part = np.where(ok, part + do[ic][..., ddc].astype(acc) * o[ic][..., ddc].astype(acc),
+                            part)
+        dl = shfl(warp_sum(part), 0)[..., 0]
+        ls = np.where(i < sq, lse[ic], np.inf)
+        ls = np.where(ls == -np.inf, np.inf, ls)
+        delta[i[i < sq]] = dl[i < sq]
+        for p in range(passes):
+            d0 = p * N * warp
+            g = np.zeros(i.shape + (N, warp), acc)
+            for jt in range(ja, jb, warp):
+                n = min(warp, jb - jt)
+                j = jt + lane
+                jc = np.minimum(j, sk - 1)
+                s = dots(qs[ic], k[jc].astype(acc))
+                dp = dots(do[ic].astype(acc), v[jc].astype(acc))
+                vis = (lane < n) & (i[..., None] < sq) & (j < sk) \
+                    & (j - i[..., None] >= lo) & (j - i[..., None] <= hi)
+                x = np.where(vis, s, -np.inf)
+                with np.errstate(invalid="ignore"):
+                    pr = np.exp(x - ls[..., None])
+                ps = pr * (dp - dl[..., None])
+                cols, ok = _cols_pass(lane, d0, N, warp, d)
+                kt = np.where(ok[None], k[np.minimum(jt + np.arange(n), sk - 1)][:, np.minimum(
+                    cols, d - 1)], 0).astype(acc)  # (t, u, lane)
+                for t in range(n):
+                    g = g + ps[..., t][..., None, None] * kt[t]
+            cols, ok = _cols_pass(lane, d0, N, warp, d)
+            for w_, r in zip(*np.nonzero(i < sq)):
+                dq[i[w_, r], cols[ok]] = (g[w_, r] * acc(scale))[ok]
+    dk = np.full((sk, d), np.nan, q.dtype)
+    dvv = np.full((sk, dv), np.nan, q.dtype)
+    N = cu_attention._per_lane(max(d, dv), warp)
+    widest = max(d, dv)
+    passes = -(-widest // (N * warp)) if widest > N * warp else 1
+    for j0 in range(0, sk, rows):
+        j = _block_rows(j0)
+        j1 = min(j0 + rows, sk)
+        ia, ib = min(max(j0 - hi, 0), sq), min(max(j1 - 1 - lo + 1, 0), sq)
+        jc = np.minimum(j, sk - 1)
+        for p in range(passes):
+            c0 = p * N * warp
+            gk = np.zeros(j.shape + (N, warp), acc)
+            gv = np.zeros(j.shape + (N, warp), acc)
+            for it in range(ia, ib, warp):
+                n = min(warp, ib - it)
+                i = it + lane
+                ic = np.minimum(i, sq - 1)
+                s = dots(k[jc].astype(acc), qs[ic])
+                dp = dots(v[jc].astype(acc), do[ic].astype(acc))
+                li = np.where(lane < n, lse[ic], np.inf)
+                li = np.where(li == -np.inf, np.inf, li)
+                di = np.where(lane < n, delta[ic], 0)
+                vis = (lane < n) & (i < sq) & (j[..., None] < sk) \
+                    & (j[..., None] - i >= lo) & (j[..., None] - i <= hi)
+                x = np.where(vis, s, -np.inf)
+                with np.errstate(invalid="ignore"):
+                    pr = np.exp(x - li)
+                st = pr * (dp - di)
+                it_rows = np.minimum(it + np.arange(n), sq - 1)
+                cols, okv = _cols_pass(lane, c0, N, warp, dv)
+                dot_ = np.where(okv[None], do[it_rows][:, np.minimum(cols, dv - 1)], 0).astype(acc)
+                cols_k, okk = _cols_pass(lane, c0, N, warp, d)
+                qt = np.where(okk[None], qs[it_rows][:, np.minimum(cols_k, d - 1)], 0)
+                for t in range(n):
+                    gv = gv + pr[..., t][..., None, None] * dot_[t]
+                    gk = gk + st[..., t][..., None, None] * qt[t]
+            cols_k, okk = _cols_pass(lane, c0, N, warp, d)
+            cols_v, okv = _cols_pass(lane, c0, N, warp, dv)
+            for w_, r in zip(*np.nonzero(j < sk)):
+                dk[j[w_, r], cols_k[okk]] = gk[w_, r][okk]
+                dvv[j[w_, r], cols_v[okv]] = gv[w_, r][okv]
+    return dq, dk, dvv
+
+
+def _attention_bwd_ref(q, k, v, do, scale, causal):
+    sq, sk = q.shape[0], k.shape[0]
+    q, k, v, do = (a.astype(np.float64) for a in (q, k, v, do))
+    lo, hi = band(causal, None, sq, sk)
+    dist = np.arange(sk)[None, :] - np.arange(sq)[:, None]
+    s = np.where((dist >= lo) & (dist <= hi), (q * scale) @ k.T, -np.inf)
+    mx = s.max(1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(mx), mx, 0))
+    lsum = e.sum(1, keepdims=True)
+    p = e / np.where(lsum > 0, lsum, 1)
+    o = p @ v
+    dp = do @ v.T
+    ds = p * (dp - (do * o).sum(1, keepdims=True))
+    return ds @ k * scale, ds.T @ (q * scale), p.T @ do, o
+
+
+@pytest.mark.parametrize("warp", WIDTHS)
+@pytest.mark.parametrize("sq, sk, d, dv, causal", [
+    (37, 45, 16, 24, None),
+    (21, 70, 80, 8, "top_left"),      # N > 1 at W=32, D > Dv
+    (23, 9, 6, 300, "bottom_right"),  # dk/dv passes at W=32; queries that see no key
+])
+def test_attention_bwd_tiles_and_lanes(warp, sq, sk, d, dv, causal):
+    rng = np.random.default_rng(sq * d)
+    q = rng.standard_normal((sq, d)).astype(np.float32)
+    k = rng.standard_normal((sk, d)).astype(np.float32)
+    v = rng.standard_normal((sk, dv)).astype(np.float32)
+    do = rng.standard_normal((sq, dv)).astype(np.float32)
+    scale = 1 / math.sqrt(d)
+    out, lse, _, _ = emulate_attention_fwd(q, k, v, scale, causal, warp)
+    dq, dk, dv_ = emulate_attention_bwd(q, k, v, out, do, lse, scale, causal, warp)
+    rdq, rdk, rdv, _ = _attention_bwd_ref(q, k, v, do, scale, causal)
+    for got, ref in ((dq, rdq), (dk, rdk), (dv_, rdv)):
+        assert not np.isnan(got).any()  # every element written
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(1, np.abs(ref).max()))
