@@ -128,11 +128,25 @@ def test_a_cuda_build_selects_cuda_not_rocm(installed):
     installed(["cupy-cuda13x"], ["/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"])
     assert CudaBackend().unavailable_reason() is None
     assert RocmBackend().unavailable_reason() == (
-        "the installed CuPy is not a ROCm build (none of cupy-rocm-7-0, cupy-rocm-* is "
+        "the installed CuPy is not a ROCm build (none of cupy-rocm-7-0, cupy-rocm-*, cupy is "
         "installed)")
     # A ROCm-looking name that is no ROCm build does not match the pattern.
     installed(["cupy-rocmish"], ["/dev/kfd"])
     assert RocmBackend()._distribution() is None
+
+
+def test_a_source_build_is_decided_by_the_build_itself(installed, fake_cupy):
+    """A source build (distribution ``cupy``) may be either: both backends pass the cheap
+    check, and load() keeps the one CuPy's is_hip names."""
+    installed(["cupy"], ["/dev/kfd", "/dev/nvidia0"])
+    assert RocmBackend().unavailable_reason() is None
+    assert CudaBackend().unavailable_reason() is None
+    fake_cupy(is_hip=True, count=1)
+    b = RocmBackend()
+    b.load()
+    assert [str(d) for d in b.devices()] == ["rocm:0"]
+    with pytest.raises(RuntimeError, match="is a ROCm build; the cuda backend needs a CUDA"):
+        CudaBackend().load()
 
 
 def test_the_rocm_class_data():

@@ -7,8 +7,9 @@ compiles them; kernels/hip, searched first, holds only what must differ). What i
 ROCm's own is class data, below:
 
 =========================  =====================================================
-the build                  a ``cupy-rocm-*`` distribution; ``/dev/kfd`` (the amdgpu
-                           kernel driver's compute node) as evidence of a driver
+the build                  a ``cupy-rocm-*`` distribution (a source build, ``cupy``:
+                           if CuPy says it is HIP); ``/dev/kfd`` (the amdgpu kernel
+                           driver's compute node) as evidence of a driver
 devices, DLPack            ``rocm:N``; device type 10 (kDLROCM)
 warp (wavefront) width     the device's ``warpSize``: 64 on CDNA (gfx90a, gfx942),
                            32 on RDNA (gfx10xx, gfx11xx); every kernel takes it as
@@ -41,8 +42,9 @@ class RocmBackend(CupyBackend):
     name = "rocm"
     device_kind = "rocm"
     dlpack_device_type = 10  # kDLROCM
-    # The first names the install hint; the pattern matches every ROCm build on PyPI.
-    distributions = ("cupy-rocm-7-0", "cupy-rocm-*")
+    # The first names the install hint; the pattern matches every ROCm build on PyPI; a
+    # source build ("cupy", either platform) is decided by load(), which checks is_hip.
+    distributions = ("cupy-rocm-7-0", "cupy-rocm-*", "cupy")
     is_hip = True
     driver_evidence = ("/dev/kfd",)
     library = "ROCm"
