@@ -124,7 +124,9 @@ def test_exec_form_binds_another_device(suite, tmp_path):
         "[tessera_array.backends]\nfakegood = _fake_backends:loadable\n")
     rc, out = _runner("--backend", "fakegood", "--xfails-file",
                       str(suite / "xfails-fake.txt"), suite=suite,
-                      PYTHONPATH=os.pathsep.join([str(site), str(TESTS_DIR)]),
+                      PYTHONPATH=os.pathsep.join(
+                          [str(site), str(TESTS_DIR)]  # and where the package may come from
+                          + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
                       EXPECT_DEVICE="fakegood:0", EXPECT_MAX="20")
     assert rc == 0, out
     assert ("ARRAY_API_TESTS_MODULE=exec('import tessera_array as xp; "

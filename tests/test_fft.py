@@ -635,7 +635,7 @@ def test_device_without_fft_kernels(no_fft_device):
     with pytest.raises(xp.KernelNotFoundError,
                        match=r"^ifft: fft_c2c: no kernel for op=fft_c2c, backend=fakenofft, "
                              r"dtype=complex64.*Nothing is registered for fft_c2c on fakenofft; "
-                             r"backends with fft_c2c: numpy"):
+                             r"backends with fft_c2c: (\w+, )*numpy\b"):
         xp.fft.ifft(x)
     with pytest.raises(xp.KernelNotFoundError, match=r"^get_plan_cache: backend fakenofft "
                                                     r"registers no FFT kernels"):

@@ -216,6 +216,19 @@ def _host(device) -> bool:
     return bool(device.backend.is_host)
 
 
+def _exact(device, products, dtype) -> bool:
+    """Whether tessera's iterates must equal SciPy's (same info and count, x to the
+    test's tolerance): on the NumPy backend; elsewhere with products="blas" where the
+    device's CSR rows also round as SciPy's: real dtypes on every device, complex ones
+    except on cuda, whose complex CSR product (cuSPARSE) does not (measured on the H200:
+    cg on the Hermitian problem took 27 iterations to SciPy's 26)."""
+    if _host(device):
+        return True
+    if products != "blas":
+        return False
+    return not (np.dtype(dtype).kind == "c" and device.backend_name == "cuda")
+
+
 def _products_for(device) -> tuple:
     """The ``products`` settings worth running on ``device``: both where they differ
     (an accelerator), one on the NumPy backend (both are the host's BLAS there)."""
@@ -355,7 +368,7 @@ def test_iterates_match_scipy(device, solver, problem):
             xt, xs = got[0], want[0]
             assert xt.dtype == getattr(xp, xs.dtype.name) and xt.device is device
             _assert_like_scipy(solver, sp.csr_array(a), b, got, want, 1e-10,
-                               exact=_host(device) or products == "blas", maxiter=maxiter,
+                               exact=_exact(device, products, b.dtype), maxiter=maxiter,
                                **kw)
 
 
@@ -377,7 +390,7 @@ def test_gmres_default_restart_iterates(device, problem):
             got = _run("gmres", _as_form("csr", a, device), xp.asarray(b, device=device),
                        maxiter=maxiter, products=products)
             _assert_like_scipy("gmres", sp.csr_array(a), b, got, want, tol,
-                               exact=_host(device) or products == "blas", maxiter=maxiter)
+                               exact=_exact(device, products, b.dtype), maxiter=maxiter)
 
 
 @pytest.mark.parametrize("solver,problem", CASES)
@@ -396,7 +409,7 @@ def test_converges_like_scipy(device, solver, problem):
                    rtol=1e-8, products=products)
         assert got[1] == 0
         _assert_like_scipy(solver, sp.csr_array(a), b, got, want, 1e-6,
-                           exact=_host(device) or products == "blas", rtol=1e-8)
+                           exact=_exact(device, products, b.dtype), rtol=1e-8)
         np.testing.assert_allclose(_np(got[0]), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
@@ -741,7 +754,7 @@ def test_minres_matches_scipy(device, problem):
                    rtol=1e-10, products=products)
         assert got[1] == want[1] == 0
         _assert_like_scipy("minres", sp.csr_array(a), b, got, want, 1e-6,
-                           exact=_host(device) or products == "blas", rtol=1e-10)
+                           exact=_exact(device, products, b.dtype), rtol=1e-10)
         np.testing.assert_allclose(_np(got[0]), np.linalg.solve(_dense(a), b), rtol=1e-6,
                                    atol=1e-8)
 
@@ -881,7 +894,7 @@ def test_cg_without_callback_matches_scipy(device, problem):
                 assert rt.iterations == nc
                 np.testing.assert_array_equal(_np(xt), _np(xc))
             _assert_like_scipy("cg", sp.csr_array(a), b, got, want, 1e-10,
-                               exact=_host(device) or products == "blas", maxiter=maxiter)
+                               exact=_exact(device, products, b.dtype), maxiter=maxiter)
     # NumPy's namespace (b a NumPy array): the same in-place updates on ndarrays.
     xs, ins = sla.cg(sp.csr_array(a), b, maxiter=3)
     xn, inn = tla.cg(sp.csr_array(a), b.copy(), maxiter=3)
@@ -1463,9 +1476,13 @@ def test_device_products_need_no_host_fallback(device, solver):
     refused, it raises HostFallbackError rather than run another order quietly."""
     if _host(device):
         pytest.skip(f"{device} has no host fallbacks to refuse")
-    from tessera_array.backends.opencl import _fallback, set_host_fallback
+    import importlib
 
     from tessera_array import HostFallbackError
+    from tessera_array.backends._common.fallback import initial_mode
+
+    set_host_fallback = importlib.import_module(
+        f"tessera_array.backends.{device.backend_name}").set_host_fallback
 
     a = poisson2d(6) if solver in ("cg", "minres") else convection_diffusion(6)
     b = _rhs(a.shape[0])
@@ -1480,7 +1497,7 @@ def test_device_products_need_no_host_fallback(device, solver):
             getattr(tla, solver)(_as_form("csr", a, device), xp.asarray(b, device=device),
                                  products="blas")
     finally:
-        set_host_fallback(_fallback._initial_mode())
+        set_host_fallback(initial_mode())
     assert got[1] == want[1] == info == 0
     _assert_like_scipy(solver, sp.csr_array(a), b, got, want, 1e-6, exact=False, rtol=1e-8)
     np.testing.assert_allclose(_np(x), want[0], rtol=1e-6, atol=1e-6 * np.abs(want[0]).max())

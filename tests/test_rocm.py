@@ -47,7 +47,8 @@ from tessera_array.backends.rocm import RocmBackend
 from tessera_array.backends.rocm._compile import HiprtcDialect, arch_name
 from tessera_array.backends.rocm._namespace import RocmNamespace
 
-from tessera_array import _discovery
+from tessera_array import _discovery, _dtypes
+from tessera_array._dispatch import KernelRegistry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
@@ -205,6 +206,15 @@ def _fake_cupy(*, is_hip: bool, count: int = 2, warp: int = 64, arch="gfx90a:sra
                 and not isinstance(value, types.ModuleType):
             setattr(cupy, name, value)
     cupy.linalg, cupy.fft = np.linalg, np.fft
+
+    class ElementwiseKernel:  # made by the namespace's constructor, not called here
+        def __init__(self, *args, **kwargs):
+            self.args = args
+
+        def __call__(self, *args, **kwargs):
+            raise AssertionError("the fake CuPy runs no elementwise kernel")
+
+    cupy.ElementwiseKernel = ElementwiseKernel
     current = [0]
 
     class Device:
@@ -278,6 +288,14 @@ def test_rocm_loads_over_a_rocm_build(fake_cupy):
                            r"to_device\('cpu'\)"):
             func(a)
     assert b.ops.linalg_library == "hipSOLVER"
+    # The families register under rocm, the host BLAS products as listed fallbacks.
+    registry = KernelRegistry()
+    b.register(registry)
+    assert registry.lookup("matvec", "rocm", _dtypes.float32, "warp") is \
+        cu_matvec.dense_matvec_warp
+    assert registry.lookup("spmv", "rocm", _dtypes.float64, "warp") is cu_sparse.spmv_warp
+    registry.lookup("vecdot", "rocm", _dtypes.float64, "blas")
+    assert "kernel vecdot[blas]" in b.host_fallbacks()
 
 
 def test_rocm_refuses_a_cuda_build_and_cuda_a_rocm_one(fake_cupy):

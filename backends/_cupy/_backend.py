@@ -136,6 +136,9 @@ class CupyBackend:
             Device(self.device_kind, i, backend_name=self.name) for i in range(count))
         self.ops = self.namespace_class(cupy)
         _kernels.use_build(self)
+        from . import _fallback
+
+        self._fallback = _fallback.make(self, cupy)
         if count > 1:
             self._ops = {dev: _Guarded(self.ops, dev.index, cupy) for dev in self._devices}
 
@@ -239,6 +242,20 @@ class CupyBackend:
 
         for family in (matvec, sparse, fft, optim, philox, attention):
             family.register(registry, self.name)
+        from ._fallback import register_blas_products
+
+        register_blas_products(self._fallback, registry, self.name)
+
+    # ---- the host fallback ---------------------------------------------------------
+
+    def host_fallbacks(self) -> tuple:
+        """The sorted names of the kernels that run on the host (asked for explicitly)."""
+        return self._fallback.names()
+
+    def set_host_fallback(self, mode: str) -> None:
+        """``"warn"`` (the default), ``"allow"`` or ``"error"``: see
+        :func:`tessera_array.backends.opencl.set_host_fallback`."""
+        self._fallback.set_mode(mode)
 
 
 class _Guarded:

@@ -18,7 +18,7 @@ The NumPy backend's call signatures and semantics
     ``conj(x) . y`` of two vectors as a new 0-d array (a block-reduction kernel and a
     final pass, no host read), and ``conj(x) @ a`` for ``x`` (k,) and ``a`` (k, n)
     (cuBLAS through CuPy's ``matmul``). The ``blas`` variant (the host BLAS's order) is
-    the generic host fallback's, not registered here.
+    the host fallback's (``_fallback.register_blas_products``).
 
 Every launcher makes its operands' device current and launches on its current stream;
 outputs the kernels write come from :func:`._kernels.empty`. Registered for float32,

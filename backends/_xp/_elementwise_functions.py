@@ -189,7 +189,7 @@ class ElementwiseFunctions:
     def _remainder_by_inf_values(self, a, b):
         m = self.m
         same = m.signbit(a) == m.signbit(b)
-        return m.where(a == 0, m.copysign(0.0, b), m.where(same, a, b))
+        return m.where(m.asarray(a == 0), m.copysign(0.0, b), m.where(same, a, b))
 
     def acosh_specials(self, a, /):
         """``acosh`` with ``acosh(+-0 + nan j) = nan + pi/2 j`` (the standard's case for

@@ -138,7 +138,10 @@ class ManipulationFunctions:
             ) from err
 
     def take_along_axis(self, a, indices, /, *, axis=-1):
-        """Elements of ``a`` at ``indices`` along ``axis``, broadcasting the rest."""
+        """Elements of ``a`` at ``indices`` along ``axis``, broadcasting the rest;
+        ``axis=None``: of the flattened ``a``."""
+        if axis is None:  # NumPy's meaning; CuPy has none
+            a, axis = a.reshape(-1), 0
         try:
             if not self.index_arrays_checked:
                 self.check_index_bounds(indices, a.shape[axis], axis)

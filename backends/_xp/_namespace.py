@@ -66,7 +66,8 @@ class Namespace(
     ``remainder_by_inf_ok``, ``complex_specials_ok``, ``nextafter_equal_ok`` (True)
         The module gets ``remainder(5, inf) = 5``; complex ``tanh(+0+inf j)``,
         ``acosh(+0+nan j)``, ``log(nan+inf j)``; ``nextafter(+0, -0) = -0``. CuPy:
-        False for the three; the shared patches are bound in their place.
+        False for the last two (the shared patches are bound in their place); its
+        ``remainder`` is replaced by a kernel of NumPy's rule, which gets the first.
     ``isin_takes_scalars`` (True)
         ``m.isin`` takes a Python scalar on either side. CuPy: False (the scalar is
         made a 0-d buffer of the other operand's dtype first).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tessera_array.backends._cupy._backend import CupyBackend
 
-__all__ = ["CudaBackend", "backend"]
+__all__ = ["CudaBackend", "backend", "set_host_fallback"]
 
 
 class CudaBackend(CupyBackend):
@@ -29,3 +29,10 @@ class CudaBackend(CupyBackend):
 
 
 backend = CudaBackend()
+
+
+def set_host_fallback(mode: str) -> None:
+    """``"warn"`` (the default), ``"allow"`` or ``"error"``: what an explicit host request
+    (``products="blas"``) does on a cuda device; see
+    :func:`tessera_array.backends.opencl.set_host_fallback`."""
+    backend.set_host_fallback(mode)

@@ -35,7 +35,7 @@ from tessera_array.backends._cupy._backend import CupyBackend
 from ._compile import HiprtcDialect
 from ._namespace import RocmNamespace
 
-__all__ = ["RocmBackend", "backend"]
+__all__ = ["RocmBackend", "backend", "set_host_fallback"]
 
 
 class RocmBackend(CupyBackend):
@@ -61,3 +61,10 @@ class RocmBackend(CupyBackend):
 
 
 backend = RocmBackend()
+
+
+def set_host_fallback(mode: str) -> None:
+    """``"warn"`` (the default), ``"allow"`` or ``"error"``: what an explicit host request
+    (``products="blas"``) does on a rocm device; see
+    :func:`tessera_array.backends.opencl.set_host_fallback`."""
+    backend.set_host_fallback(mode)
