@@ -196,8 +196,14 @@ class CupyBackend:
         import numpy as np
 
         cupy = self._cupy
+        host = np.asarray(array, order="C")
         with cupy.cuda.Device(device.index):
-            return cupy.array(np.asarray(array), copy=True)
+            # A copy of the bytes: cupy.array of a one-element array fills, and its fill
+            # stores -0.0 as +0.0.
+            out = cupy.empty(host.shape, dtype=host.dtype)
+            if host.size:
+                out.set(host)
+            return out
 
     def to_host(self, native):
         # sync: the copy to the host waits for the device.
