@@ -72,7 +72,8 @@ def check_device(func: str, arrays: dict, device) -> None:
     for name, a in arrays.items():
         if a.device.id != device.id:
             raise ValueError(f"{func}: every operand must be on one device. Received: "
-                             f"{name}.device=cuda:{a.device.id}, expected cuda:{device.id}")
+                             f"{name}.device={_kernels.device_label(a.device.id)}, "
+                             f"expected {_kernels.device_label(device.id)}")
 
 
 def elem_strides(a) -> tuple:
@@ -300,7 +301,7 @@ def vecmat(x, a):
         return cupy.matmul(cupy.conj(x) if x.dtype.kind == "c" else x, a)
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance these launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
     out = []
