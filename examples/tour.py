@@ -97,7 +97,7 @@ for dev in DEVICES:
     tol = 1e-10 if dt == xp.float64 else 1e-5
     sol, status = xp.sparse.linalg.cg(A, b, rtol=tol)
     assert status == 0, f"cg on {dev}: info={status}"
-    s = timed(lambda: host(xp.sparse.linalg.cg(A, b, rtol=tol)[0]), reps=1)
+    s = timed(lambda A=A, b=b, tol=tol: host(xp.sparse.linalg.cg(A, b, rtol=tol)[0]), reps=1)
     err = rel(host(sol), ref_x)
     assert err < (1e-7 if dt == xp.float64 else 1e-3), (dev, err)
     rows.append((f"cg Poisson {n}x{n}", dev, f"rel {err:.1e} vs {peer_name.split('.')[0]}",
@@ -109,7 +109,7 @@ ref = np.fft.fft(sig.astype(np.complex128), axis=-1)
 peer_s = timed(lambda: np.fft.fft(sig, axis=-1))
 for dev in DEVICES:
     a = xp.asarray(sig, device=dev)
-    s = timed(lambda: host(xp.fft.fft(a)))
+    s = timed(lambda a=a: host(xp.fft.fft(a)))
     err = rel(host(xp.fft.fft(a)), ref)
     assert err < 1e-5, (dev, err)
     rows.append(("fft 128 x 4096 c64", dev, f"rel {err:.1e} vs numpy", s, "numpy.fft.fft", peer_s))
@@ -146,7 +146,7 @@ for dev in DEVICES:
     q, k, v, do = (xp.asarray(t, device=dev) for t in qkv + [dout])
     kw = {"dropout_p": P, "seed": SEED}
 
-    def step():
+    def step(q=q, k=k, v=v, do=do, kw=kw):
         out, lse = nn.attention(q, k, v, return_lse=True, **kw)
         return out, nn.attention_backward(q, k, v, out, do, lse, **kw)
 
@@ -194,7 +194,7 @@ for dev in DEVICES:
     opt.step(grads)  # step 1: checked against the reference
     err = max(rel(host(p), r) for p, r in zip(params, ref_p))
     assert err < 1e-5, (dev, err)
-    s = timed(lambda: (opt.step(grads), host(params[-1])))
+    s = timed(lambda opt=opt, grads=grads, params=params: (opt.step(grads), host(params[-1])))
     rows.append(("adam step 4 x 512^2", dev, f"rel {err:.1e} vs f64 ref", s, peer_name, peer_s))
 
 # ---- the table ----------------------------------------------------------------------------

@@ -83,7 +83,7 @@ except AttributeError as err:
     missing = str(err)
 print(json.dumps({"before": before, "after": sorted(sys.modules), "found": found,
                   "names": names, "missing": missing}))
-""" % (SUBPACKAGES,)
+""".replace("%r", repr(SUBPACKAGES))
 
 
 def test_subpackages_load_on_first_attribute_access(tmp_path):

@@ -198,7 +198,7 @@ def test_linear_and_backward_match_torch(device):
 
 
 def test_bad_operands_name_the_operand(device):
-    f = lambda *s: xp.ones(s, dtype=xp.float32, device=device)  # noqa: E731
+    f = lambda *s: xp.ones(s, dtype=xp.float32, device=device)
     x, w = f(3, K), f(N, K)
     with pytest.raises(ValueError, match=r"^linear: weight must be 2-D .*weight\.shape=\(9,\)"):
         nn.linear(x, f(N))
@@ -245,7 +245,6 @@ def test_numpy_linear_is_one_gemm_into_the_prefilled_output(monkeypatch):
     buffer itself (pre-filled with bias + residual), no matmul and no extra additions."""
     pytest.importorskip("scipy")
     from scipy.linalg import blas
-
     from tessera_array.backends.numpy import matvec
 
     calls = []
@@ -269,3 +268,20 @@ def test_numpy_linear_is_one_gemm_into_the_prefilled_output(monkeypatch):
     assert out.flags.c_contiguous and out.shape == (2, 5, N)
     ref = x.astype("d") @ w.T.astype("d") + b + r
     assert _rel(out, ref) <= RTOL32
+
+
+def test_numpy_linear_without_scipy(monkeypatch):
+    """Without SciPy the NumPy backend's launcher takes NumPy's matmul and the additions."""
+    import sys
+
+    from tessera_array.backends.numpy import matvec
+
+    monkeypatch.setitem(sys.modules, "scipy.linalg", None)  # import scipy.linalg fails
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 5, K))
+    w = rng.standard_normal((N, K))
+    b = rng.standard_normal(N)
+    r = rng.standard_normal((3, 1, N))
+    assert matvec._gemm_into(np.zeros((15, N)), x.reshape(15, K), w) is False
+    out = matvec.linear(x, w, b, r)
+    assert _rel(out, x @ w.T + b + r) <= RTOL64

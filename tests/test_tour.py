@@ -19,7 +19,7 @@ def test_tour_runs_every_job_on_every_device():
     env = dict(os.environ)
     env.pop("TESSERA_DEVICE", None)
     proc = subprocess.run([sys.executable, str(TOUR)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=TOUR.parent)
+                          check=False, timeout=300, env=env, cwd=TOUR.parent)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("job "))
