@@ -285,3 +285,20 @@ def test_numpy_linear_without_scipy(monkeypatch):
     assert matvec._gemm_into(np.zeros((15, N)), x.reshape(15, K), w) is False
     out = matvec.linear(x, w, b, r)
     assert _rel(out, x @ w.T + b + r) <= RTOL64
+
+
+@pytest.mark.parametrize("rkn", [(3, 0, 4), (3, 5, 0), (0, 5, 4)], ids=lambda s: "x".join(map(str, s)))
+def test_empty_dimensions(device, rkn):
+    """K = 0 gives bias + residual; no rows or no features give empty results."""
+    r, k, n = rkn
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((r, k)), rng.standard_normal((n, k))
+    b, res = rng.standard_normal(n), rng.standard_normal((r, n))
+    A = [_arr(a.astype("f"), device) for a in (x, w, b, res)]
+    out = nn.linear(*A)
+    np.testing.assert_allclose(_np(out), (x @ w.T + b + res).astype("f"), rtol=1e-6, atol=1e-6)
+    assert _np(nn.linear(A[0], A[1])).shape == (r, n)
+    grads = nn.linear_backward(A[0], A[1], _arr(np.ones((r, n), "f"), device), bias=A[2],
+                               residual=A[3])
+    assert [g.shape for g in grads] == [(r, k), (n, k), (n,), (r, n)]
+    np.testing.assert_array_equal(_np(grads[2]), np.full(n, float(r), "f"))
