@@ -124,6 +124,12 @@ SUITES = {
             "tessera_array.optim:Adam",
             "benchmarks.optim",
         ),
+        Suite(
+            "linear",
+            "nn.linear with bias and residual against torch addmm + add on the CPU",
+            "tessera_array.nn:linear",
+            "benchmarks.linear",
+        ),
         # ---- device suites ----
         Suite(
             "opencl_kernels",

@@ -4,12 +4,18 @@
 Python Array API standard (version 2025.12) with the ``linalg`` and ``fft``
 extensions, on the default device (the CPU through NumPy unless an accelerator
 backend loads or ``TESSERA_DEVICE`` says otherwise).
+
+The subpackages (``fft``, ``linalg``, ``nn``, ``optim``, ``random``, ``sparse`` with
+``sparse.linalg``, ``launchers``) load on first attribute access (PEP 562, as SciPy's
+do): ``xp.optim.Adam`` works after a bare ``import tessera_array as xp``, and that
+import loads none of them, no GPU library and not SciPy.
 """
 
 __version__ = "0.1.0"
 __array_api_version__ = "2025.12"
 
-from . import fft, linalg, nn, random
+import importlib as _importlib
+
 from ._array import Array
 from ._constants import *
 from ._constants import __all__ as _constants_all
@@ -84,3 +90,16 @@ __all__ = (
     + _statistical_all
     + _utility_all
 )
+
+# The public subpackages, imported on first attribute access (module __getattr__).
+_SUBMODULES = ("fft", "launchers", "linalg", "nn", "optim", "random", "sparse")
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"{__name__}.{name}")  # binds it here as well
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_SUBMODULES))

@@ -298,6 +298,11 @@ KERNELS = MappingProxyType({
                          "variant 'blas': in the host BLAS's order"),
     "vecmat": KernelSpec("(x, a, /)", "native", (), "conj(x) @ a (1-D result); variant "
                          "'blas': in the host BLAS's order"),
+    "linear": KernelSpec("(x, weight, bias=None, residual=None, /)", "native", (),
+                         "x @ weight.mT + bias + residual (nn.linear): x (..., K), weight "
+                         "(N, K), bias None or (N,), residual None or broadcastable to "
+                         "(..., N) without enlarging it; a fresh (..., N) C-contiguous "
+                         "result"),
     "cg_fused": KernelSpec("(x, r, p, A, M, atol, maxiter, /)", "object", ("x", "r", "p"),
                            "one CG solve run on the device: a solve whose run(k) advances "
                            "up to k iterations and reports, or None to decline (the "

@@ -41,6 +41,7 @@ BUILTIN_BACKENDS = (
     ("numpy", "tessera_array.backends.numpy"),
     ("opencl", "tessera_array.backends.opencl"),
     ("cuda", "tessera_array.backends.cuda"),
+    ("rocm", "tessera_array.backends.rocm"),
 )
 ENTRY_POINT_GROUP = "tessera_array.backends"
 

@@ -59,3 +59,44 @@ def test_first_array_pulls_in_no_gpu_library_without_a_gpu_backend():
     if result["host_only"]:  # a GPU backend that loads may of course import its library
         assert result["device"] == "cpu"
         assert _gpu_modules(result["modules"]) == []
+
+
+SUBPACKAGES = ("fft", "launchers", "linalg", "nn", "optim", "random", "sparse", "sparse.linalg")
+
+_LAZY = """
+import json, sys
+import tessera_array as xp
+before = sorted(sys.modules)
+found = {}
+for path in %r:
+    obj = xp
+    for part in path.split("."):
+        listed = part in dir(obj)
+        obj = getattr(obj, part)
+    found[path] = [obj.__name__, listed]
+names = [xp.optim.Adam.__name__, xp.sparse.linalg.cg.__name__, xp.sparse.csr_array.__name__,
+         xp.nn.attention.__name__, xp.fft.rfft.__name__, xp.linalg.solve.__name__]
+try:
+    xp.no_such_subpackage
+    missing = "no error"
+except AttributeError as err:
+    missing = str(err)
+print(json.dumps({"before": before, "after": sorted(sys.modules), "found": found,
+                  "names": names, "missing": missing}))
+""".replace("%r", repr(SUBPACKAGES))
+
+
+def test_subpackages_load_on_first_attribute_access(tmp_path):
+    for name in GPU_LIBRARIES:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    out = _run(_LAZY, tmp_path)
+    before, after = set(out["before"]), set(out["after"])
+    for path in SUBPACKAGES:
+        assert f"tessera_array.{path}" not in before, path  # not loaded by the bare import
+        assert out["found"][path] == [f"tessera_array.{path}", True], path
+    assert not any(n == "scipy" or n.startswith("scipy.") for n in before)
+    assert not any(n == "scipy" or n.startswith("scipy.") for n in after)
+    assert _gpu_modules(after) == []
+    assert out["names"] == ["Adam", "cg", "csr_array", "attention", "rfft", "solve"]
+    assert out["missing"] == "module 'tessera_array' has no attribute 'no_such_subpackage'"

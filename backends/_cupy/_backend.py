@@ -11,21 +11,31 @@ CuPy's own (``ops.add is cupy.add``).
 
 What differs between the CUDA and the ROCm build is class data of the thin subclasses
 (backends/cuda, backends/rocm): the name and device kind, the DLPack device type, the
-distributions that provide the build, the evidence of a driver, the kernel folders.
+distributions that provide the build, the evidence of a driver, and (the block "what
+differs between the builds" below) the kernel folders, the compile dialect, the
+namespace class, whether CuPy can make a cooperative launch, and the vendor libraries'
+names. Generic code reads these; it never asks which build it runs on. The warp
+(wavefront) width is not class data: it is the device's (``_kernels.warp_size``).
 Nothing here imports CuPy before :meth:`CupyBackend.load`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import glob
 import importlib.metadata
 import importlib.util
+import re
 
 from tessera_array.backends._xp import export_dlpack
 
 from tessera_array import _dtypes
 from tessera_array._devices import Device
+
+from . import _kernels
+from ._compile import NvrtcDialect
+from ._namespace import CupyNamespace
 
 __all__ = ["CupyBackend"]
 
@@ -44,6 +54,17 @@ class CupyBackend:
     library = "CUDA"
     fix_hint = ""
 
+    # ---- what differs between the builds (CUDA's values; backends/rocm sets ROCm's) ----
+    kernel_dirs: tuple = ("cuda", "include")  # folders of kernels/ searched, first wins
+    dialect = NvrtcDialect  # the build stack's compile dialect (backends/_cupy/_compile.py)
+    namespace_class = CupyNamespace  # the ops namespace over this build's CuPy
+    # CuPy launches a cooperative (grid-synchronising) kernel on this build. Where it
+    # cannot, a fused solver runs as multi-launch device steps, never a persistent kernel.
+    cooperative_launch = True
+    # The vendor libraries behind CuPy's calls, as messages and ``info`` name them.
+    libraries = {"blas": "cuBLAS", "fft": "cuFFT", "sparse": "cuSPARSE",
+                 "solver": "cuSOLVER", "rtc": "NVRTC"}
+
     priority = -5  # never the default by itself (PyTorch's rule): ask for cuda:N
     is_host = False
 
@@ -58,13 +79,20 @@ class CupyBackend:
     # ---- discovery -----------------------------------------------------------------
 
     def _distribution(self):
-        """The installed distribution of this build, or None (reads metadata only)."""
+        """The installed distribution of this build, or None (reads metadata only). An
+        entry of :attr:`distributions` with a wildcard (``cupy-rocm-*``) matches any
+        installed distribution whose normalised name fits it."""
         for dist in self.distributions:
-            try:
-                importlib.metadata.distribution(dist)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-            return dist
+            if not any(c in dist for c in "*?["):
+                try:
+                    importlib.metadata.distribution(dist)
+                except importlib.metadata.PackageNotFoundError:
+                    continue
+                return dist
+            for found in importlib.metadata.distributions():
+                name = re.sub(r"[-_.]+", "-", found.metadata["Name"] or "").lower()
+                if fnmatch.fnmatchcase(name, dist):
+                    return name
         return None
 
     def _driver(self):
@@ -101,14 +129,13 @@ class CupyBackend:
         count = cupy.cuda.runtime.getDeviceCount()  # raises CUDARuntimeError without a driver
         if count < 1:
             raise RuntimeError(f"CuPy sees no {self.library} device")
-        from ._namespace import CupyNamespace
-
         self._cupy = cupy
         self._dist = self._distribution()
         self.native_type = cupy.ndarray
         self._devices = tuple(
             Device(self.device_kind, i, backend_name=self.name) for i in range(count))
-        self.ops = CupyNamespace(cupy)
+        self.ops = self.namespace_class(cupy)
+        _kernels.use_build(self)
         from . import _fallback
 
         self._fallback = _fallback.make(self, cupy)
@@ -169,8 +196,14 @@ class CupyBackend:
         import numpy as np
 
         cupy = self._cupy
+        host = np.asarray(array, order="C")
         with cupy.cuda.Device(device.index):
-            return cupy.array(np.asarray(array), copy=True)
+            # A copy of the bytes: cupy.array of a one-element array fills, and its fill
+            # stores -0.0 as +0.0.
+            out = cupy.empty(host.shape, dtype=host.dtype)
+            if host.size:
+                out.set(host)
+            return out
 
     def to_host(self, native):
         # sync: the copy to the host waits for the device.

@@ -69,9 +69,7 @@ class NvrtcDialect(Dialect):
         nvrtc = self._nvrtc()
         names = [o[len(NAME):] for o in options if o.startswith(NAME)]
         flags = list(OPTIONS) + [o for o in options if not o.startswith(NAME)]
-        cc = cupy.cuda.Device(device_id).compute_capability
-        cubin = hasattr(nvrtc, "getCUBIN")
-        flags.append(f"--gpu-architecture={'sm' if cubin else 'compute'}_{cc}")
+        flags += self.arch_options(device_id)
         flags += [f"-I{d}" for d in self.include_dirs]
         prog = nvrtc.createProgram(text, "tessera.cu", [], [])
         add = getattr(nvrtc, "addNameExpression", None) or nvrtc.addAddNameExpression
@@ -79,18 +77,33 @@ class NvrtcDialect(Dialect):
             for n in names:
                 add(prog, n)
             try:
-                nvrtc.compileProgram(prog, flags)
+                with cupy.cuda.Device(device_id):  # hiprtc targets the current device
+                    nvrtc.compileProgram(prog, flags)
             except nvrtc.NVRTCError as err:
                 log = nvrtc.getProgramLog(prog)
                 raise BuildFailure(f"{err}\n{log}".strip()) from err
             lowered = {n: nvrtc.getLoweredName(prog, n) for n in names}
-            image = nvrtc.getCUBIN(prog) if cubin else nvrtc.getPTX(prog).encode()
+            image = self.image(prog)
         finally:
             nvrtc.destroyProgram(prog)
         if isinstance(image, str):
             image = image.encode("latin-1")
         blob = json.dumps(lowered).encode() + b"\0" + bytes(image)
         return self.load(device_id, blob, options)
+
+    def arch_options(self, device_id) -> list:
+        """The target option: a cubin for the device's ``sm_XX`` where this NVRTC makes
+        cubins, else PTX for ``compute_XX``."""
+        import cupy
+
+        cc = cupy.cuda.Device(device_id).compute_capability
+        cubin = hasattr(self._nvrtc(), "getCUBIN")
+        return [f"--gpu-architecture={'sm' if cubin else 'compute'}_{cc}"]
+
+    def image(self, prog):
+        """The compiled image of ``prog``: the cubin, or the PTX."""
+        nvrtc = self._nvrtc()
+        return nvrtc.getCUBIN(prog) if hasattr(nvrtc, "getCUBIN") else nvrtc.getPTX(prog)
 
     def binary(self, program) -> bytes:
         return program.binary

@@ -1,7 +1,7 @@
 """The CuPy backends' host fallback: what runs on the host where the caller asks for it.
 
 One :class:`~tessera_array.backends._common.fallback.HostFallback` per backend object
-(``cuda``, later ``rocm``), over ``cupy.ndarray`` buffers. Today it serves only the
+(``cuda``, ``rocm``), over ``cupy.ndarray`` buffers. Today it serves only the
 ``blas`` variants of ``vecdot``/``vecmat``: ``products="blas"`` in the Krylov solvers asks
 for the host BLAS's summation order (SciPy's iterates), an explicit request that is listed
 by ``host_fallbacks()`` and refused under ``set_host_fallback("error")``. Every op of the

@@ -1,7 +1,8 @@
 """Compiled kernels of the CuPy backend: ``function(file, name, device)`` and output buffers.
 
 ``function("matvec.cu", "tessera_matvec_scalar<float, float>", device)`` compiles
-``kernels/cuda/matvec.cu`` (``kernels/include`` on the include path) for the CuPy device
+``kernels/cuda/matvec.cu`` (``kernels/include`` on the include path; on ROCm
+``kernels/hip`` first, the loaded backend's ``kernel_dirs``) for the CuPy device
 ``device`` through the one build stack (:mod:`tessera_array.backends._common.build`, its
 NVRTC dialect in :mod:`._compile`: no ``-ftz``, memory and disk caches, a
 ``KernelCompileError`` with the log and the numbered source on failure) and returns the
@@ -19,12 +20,14 @@ from __future__ import annotations
 from tessera_array.backends._common import BuildStack, SourceTree, memo
 from tessera_array.kernels import KERNELS_DIR
 
-from ._compile import NAME, NvrtcDialect
+from ._compile import NAME
 
-__all__ = ["build_count", "empty", "function", "include_dir", "warp_size"]
+__all__ = ["build_count", "device_label", "empty", "function", "include_dir", "use_build",
+           "warp_size"]
 
 _warp = memo("cuda.warp_size")  # device id -> warp size
 _stacks: dict = {}  # backend -> (BuildStack, SourceTree), made once (their memos are registered)
+_build = None  # the loaded CuPy backend (its name, kernel_dirs and dialect), use_build()
 
 
 def include_dir() -> str:
@@ -32,19 +35,31 @@ def include_dir() -> str:
     return str(KERNELS_DIR / "include")
 
 
-def _stack():
-    """The build stack and source tree of the installed CuPy build (cuda or rocm)."""
-    import cupy
+def use_build(backend) -> None:
+    """Compile for ``backend`` (a loaded CuPy backend: the cuda or the rocm one; one CuPy
+    build is installed per environment): its ``kernel_dirs`` and ``dialect``."""
+    global _build
+    _build = backend
 
-    backend = "rocm" if cupy.cuda.runtime.is_hip else "cuda"
-    hit = _stacks.get(backend)
+
+def device_label(index: int) -> str:
+    """``cuda:<index>`` or ``rocm:<index>``, as the loaded backend names its devices (for
+    messages)."""
+    return f"{getattr(_build, 'device_kind', 'cuda')}:{index}"
+
+
+def _stack():
+    """The build stack and source tree of the loaded CuPy backend (cuda or rocm)."""
+    build = _build
+    if build is None:
+        raise RuntimeError("CuPy kernels: no CuPy backend (cuda, rocm) has loaded, so there "
+                           "is no device to compile for")
+    hit = _stacks.get(build.name)
     if hit is None:
-        folders = [KERNELS_DIR / "cuda", KERNELS_DIR / "include"]
-        if backend == "rocm":
-            folders.insert(0, KERNELS_DIR / "hip")
-        stack = BuildStack(NvrtcDialect(backend, folders))
-        hit = _stacks[backend] = (stack, SourceTree(backend, folders, paste=False,
-                                                    root=KERNELS_DIR))
+        folders = [KERNELS_DIR / d for d in build.kernel_dirs]
+        stack = BuildStack(build.dialect(build.name, folders))
+        hit = _stacks[build.name] = (stack, SourceTree(build.name, folders, paste=False,
+                                                       root=KERNELS_DIR))
     return hit
 
 
@@ -61,10 +76,14 @@ def build_count() -> int:
 
 
 def warp_size(device) -> int:
-    """The device's warp (wavefront) width: 32 on NVIDIA GPUs, 32 or 64 on AMD ones."""
+    """The device's warp (wavefront) width, from its properties (``warpSize``, which both
+    CuPy builds report): 32 on NVIDIA GPUs, 64 on AMD CDNA (gfx9xx), 32 on RDNA."""
     hit = _warp.get(device.id)
     if hit is None:
-        hit = _warp[device.id] = int(device.attributes["WarpSize"])
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(device.id)
+        hit = _warp[device.id] = int(props["warpSize"])
     return hit
 
 

@@ -10,15 +10,17 @@ reading a value on the host is a device sync       where-based patches (no mask 
 out-of-bounds index arrays wrap silently           bounds checked first: IndexError
 duplicate scatter indices store an undefined one   the last value stored, as NumPy does
 ``fill``/``a[...] = -0.0`` store +0.0              a negative zero through a 0-d buffer
-``remainder(5, inf)`` is nan                       the shared remainder patch
-complex ``tanh``/``acosh``/``log`` specials        the shared special-value patches
+``asarray(-0.0)`` stores +0.0 (a fill)             host bytes copied (``from_host``)
+``remainder(5, inf)`` is nan                       NumPy's ``fmod``-based rule, a kernel
+complex ``tanh``/``acosh``/``log``/``log1p`` cases  the shared special-value patches
 ``nextafter(+0, -0)`` is +0                        the shared nextafter patch
 ``cholesky`` has no ``upper``                      ``U = L^H``
 a singular ``inv`` gives nan/inf, no error         ``cupyx.errstate(linalg="raise")``
 ``solve`` broadcasts no batch dimensions           operands broadcast first
-``remainder`` differs from NumPy's at extremes     NumPy's ``fmod``-based rule, a kernel
+``remainder`` differs from NumPy's at extremes     (the same kernel)
 ``logical_*`` refuse complex operands              ``x != 0`` first, as NumPy does
-complex ``z / 0`` is nan+nanj (NumPy: inf)         NumPy's rule where the divisor is 0
+complex ``z/0``, ``z/inf``: nan (NumPy: inf, 0)    NumPy's division, a kernel
+``tensordot`` refuses 0-d operands                 the outer product
 ``clip`` with a NaN bound ignores it               ``minimum(maximum(x, lo), hi)``
 integer ``pow`` to a negative power: garbage       ValueError (a sync reads the sign)
 float to unsigned saturates (-50.0 -> 0)           through int64, as NumPy on x86-64 (206)
@@ -61,6 +63,28 @@ class CupyNamespace(Namespace):
         import cupyx
 
         self._errstate = cupyx.errstate
+        self._divide_kernel = cupy.ElementwiseKernel(
+            "T a, T b", "T r",
+            # NumPy's complex division (Smith's, a zero divisor by its parts), each product
+            # and sum rounded on its own (no multiply-add contraction: --fmad=false).
+            """
+            typedef typename T::value_type R;
+            const R ar = a.real(), ai = a.imag(), br = b.real(), bi = b.imag();
+            const R abr = fabs(br), abi = fabs(bi);
+            if (abr >= abi) {
+                if (abr == (R)0 && abi == (R)0) {
+                    r = T(ar / abr, ai / abr);
+                } else {
+                    const R rat = bi / br, scl = (R)1 / (br + bi * rat);
+                    r = T((ar + ai * rat) * scl, (ai - ar * rat) * scl);
+                }
+            } else {
+                const R rat = br / bi, scl = (R)1 / (bi + br * rat);
+                r = T((ar * rat + ai) * scl, (ai * rat - ar) * scl);
+            }
+            """,
+            "tessera_complex_divide", options=("--fmad=false",))
+        self._inplace_ufuncs["divide"] = self._divide_into
         self._remainder_kernel = cupy.ElementwiseKernel(
             "T x, T y", "T r",
             # NumPy's npy_divmod: fmod, then the divisor's sign; a zero takes it too.
@@ -127,30 +151,35 @@ class CupyNamespace(Namespace):
     def logical_not(self, a, /):
         return self.m.logical_not(self._truth(a))
 
+    def _result_dtype(self, a, b):
+        """The dtype of a binary op of buffers or weak Python scalars (the front end has
+        checked the pairing): a Python complex with a real buffer makes it complex."""
+        nd = self.ndarray
+        if a.__class__ is nd and b.__class__ is nd:
+            return self.m.result_type(a, b)
+        dt = (a if a.__class__ is nd else b).dtype
+        other = b if a.__class__ is nd else a
+        if other.__class__ is complex and dt.kind != "c":
+            return np.dtype(np.complex64 if dt == np.float32 else np.complex128)
+        return dt
+
     def divide(self, a, b, /):
         m = self.m
-        r = m.divide(a, b)
-        if r.dtype.kind != "c":
-            return r
-        zero = b == 0
-        if zero is False:
-            return r
-        # NumPy divides each part by |re b| where b is zero: inf where a's part is not 0.
-        a = m.asarray(a, dtype=r.dtype) if a.__class__ is not self.ndarray else a
-        b = m.asarray(b)
-        re_b = m.abs(m.real(b)).astype(r.real.dtype)
-        fixed = m.empty(r.shape, dtype=r.dtype)
-        fixed.real = m.real(a) / re_b  # part by part: inf * 1j would make a nan
-        fixed.imag = m.imag(a) / re_b
-        return m.where(m.asarray(zero), fixed, r)
+        dt = self._result_dtype(a, b)
+        if dt.kind != "c":
+            return m.divide(a, b)
+        # CuPy's complex division differs from NumPy's at zero and infinite divisors.
+        return self._divide_kernel(m.asarray(a, dtype=dt), m.asarray(b, dtype=dt))
+
+    def _divide_into(self, a, b, out):
+        # ``a /= b`` (the front end calls it with b of a's dtype or a weak scalar).
+        if a.dtype.kind != "c":
+            return self.m.divide(a, b, out=out)
+        return self._divide_kernel(a, self.m.asarray(b, dtype=a.dtype), out)
 
     def remainder(self, a, b, /):
         m = self.m
-        nd = self.ndarray
-        if a.__class__ is nd and b.__class__ is nd:
-            dt = m.result_type(a, b)
-        else:
-            dt = (a if a.__class__ is nd else b).dtype
+        dt = self._result_dtype(a, b)
         if dt.kind != "f":
             return m.remainder(a, b)
         return self._remainder_kernel(m.asarray(a, dtype=dt), m.asarray(b, dtype=dt))
@@ -185,3 +214,10 @@ class CupyNamespace(Namespace):
             a = m.ascontiguousarray(m.broadcast_to(a, batch + a.shape[-2:]))
             b = m.ascontiguousarray(m.broadcast_to(b, batch + b.shape[-2:]))
         return super().solve(a, b)
+
+    def tensordot(self, a, b, axes, /):
+        if not axes[0]:
+            # Nothing contracted: the outer product (CuPy refuses 0-d operands here).
+            m = self.m
+            return m.multiply(a.reshape(a.shape + (1,) * b.ndim), b)
+        return super().tensordot(a, b, axes)

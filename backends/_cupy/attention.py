@@ -79,7 +79,7 @@ def _name(kernel: str, dtype, warp: int, n: int) -> str:
     return f"tessera_attention_{kernel}<{t}, {t}, {warp}, {n}>"
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance the launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
     return [(FILE, _name(kernel, dt, warp, n)) for kernel in ("fwd", "bwd_dq", "bwd_dkdv")
@@ -142,7 +142,7 @@ def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, ac
     sq, d = q.shape[-2:]
     sk, dv = v.shape[-2:]
     if max(sq, sk, d, dv) >= SIZE_LIMIT:
-        raise ValueError(f"attention: the CUDA kernels take Sq, Sk, D, Dv < {SIZE_LIMIT}. "
+        raise ValueError(f"attention: the CUDA/HIP kernels take Sq, Sk, D, Dv < {SIZE_LIMIT}. "
                          f"Received: Sq={sq}, Sk={sk}, D={d}, Dv={dv}")
     kind, bmask, amask = 0, None, None
     m_sr = m_sc = np.int64(0)

@@ -14,6 +14,9 @@ The NumPy backend's call signatures and semantics
     of one floating dtype and length, any strides, rounded as NumPy's two-step expressions
     (real results equal NumPy's bit for bit; ``kernels/cuda/blas1.cu``). ``alpha`` is a
     Python scalar or a 0-d ``cupy.ndarray`` of ``y``'s dtype, read on the device (no sync).
+``linear(x, weight, bias, residual)``
+    ``x @ weight.T + bias + residual``: the generic composition (cuBLAS, then the
+    additions) until a fused kernel registers under the same key.
 ``vecdot(x, y)`` / ``vecmat(x, a)``
     ``conj(x) . y`` of two vectors as a new 0-d array (a block-reduction kernel and a
     final pass, no host read), and ``conj(x) @ a`` for ``x`` (k,) and ``a`` (k, n)
@@ -35,7 +38,7 @@ from tessera_array import _dtypes
 from . import _kernels
 
 __all__ = ["VARIANTS", "axpy", "aypx", "dense_matvec", "dense_matvec_scalar",
-           "dense_matvec_warp", "register", "vecdot", "vecmat"]
+           "dense_matvec_warp", "linear", "register", "vecdot", "vecmat"]
 
 FILE = "matvec.cu"
 BLAS1_FILE = "blas1.cu"
@@ -72,7 +75,8 @@ def check_device(func: str, arrays: dict, device) -> None:
     for name, a in arrays.items():
         if a.device.id != device.id:
             raise ValueError(f"{func}: every operand must be on one device. Received: "
-                             f"{name}.device=cuda:{a.device.id}, expected cuda:{device.id}")
+                             f"{name}.device={_kernels.device_label(a.device.id)}, "
+                             f"expected {_kernels.device_label(device.id)}")
 
 
 def elem_strides(a) -> tuple:
@@ -300,7 +304,23 @@ def vecmat(x, a):
         return cupy.matmul(cupy.conj(x) if x.dtype.kind == "c" else x, a)
 
 
-def instances(warp: int = 32) -> list:
+def linear(x, weight, bias=None, residual=None):
+    """``x @ weight.T + bias + residual`` (the ``linear`` op; shapes checked by nn.linear):
+    the generic composition on the device, cuBLAS's product (CuPy's ``matmul``) and then
+    the additions in place (two more passes over the output). A kernel with the additions
+    in its epilogue (or cuBLAS with beta = 1 over a pre-filled output) registers under
+    this same key when it is written and measured against torch's addmm."""
+    cupy = _cupy()
+    with x.device:
+        out = cupy.matmul(x, weight.T)
+        if bias is not None:
+            out += bias
+        if residual is not None:
+            out += residual
+        return out
+
+
+def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance these launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
     out = []
@@ -324,3 +344,4 @@ def register(registry, backend_name: str) -> None:
     registry.register("aypx", backend_name, _dtypes.FLOATING, aypx)
     registry.register("vecdot", backend_name, _dtypes.FLOATING, vecdot)
     registry.register("vecmat", backend_name, _dtypes.FLOATING, vecmat)
+    registry.register("linear", backend_name, _dtypes.REAL_FLOATING, linear)

@@ -51,6 +51,7 @@ FILE = "optim.cu"
 BLOCK = 256  # threads per block (a multiple of the warp, at most warp^2)
 CHUNK = 4096  # elements per work item of the elementwise and partial-sum kernels
 RMEAN_WARPS_PER_ITEM = 1  # rmean items hold BLOCK / warp batches times this
+COL_TILE = 32  # columns per tile of Adafactor's column sums at most (optim.cu's COL_TILE)
 PLANS_MAX = 64  # kept item plans, and kept address tables, per kind; cleared when full
 GRID_MAX = (1 << 31) - 1
 
@@ -116,8 +117,8 @@ def _check(func, params, grads, states):
                                 f"{name}[{i}].dtype={a.dtype}")
             if a.device.id != dev:
                 raise ValueError(f"{func}: every buffer must be on one device. Received: "
-                                 f"{name}[{i}].device=cuda:{a.device.id}, "
-                                 f"params[0].device=cuda:{dev}")
+                                 f"{name}[{i}].device={_kernels.device_label(a.device.id)}, "
+                                 f"params[0].device={_kernels.device_label(dev)}")
             if same_shape and a.shape != params[i].shape:
                 raise ValueError(f"{func}: {name}[{i}] must have its parameter's shape. Received: "
                                  f"params[{i}].shape={params[i].shape}, "
@@ -402,7 +403,7 @@ def adafactor_layout(shapes, warp: int) -> AdafactorLayout:
                 stats.append(np.stack([np.full_like(r0, tag(K_ROWS, t)), r0,
                                        np.minimum(per, B * R - r0), np.zeros_like(r0)], 1))
             if B * C:  # column moments, tiles of tile_cols(C) columns per batch
-                tc = _pow2_at_least(C, 32)
+                tc = _pow2_at_least(C, COL_TILE)
                 c0 = np.arange(0, C, tc, dtype=np.int64)
                 b = np.repeat(np.arange(B, dtype=np.int64), c0.size)
                 c0 = np.tile(c0, B)
@@ -569,7 +570,7 @@ def adafactor_step(params, grads, row_vars, col_vars, variances, *, lr, rho, rat
     return bad
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance these launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
     out = []

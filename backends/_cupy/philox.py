@@ -73,13 +73,13 @@ def _cupy_device(device):
     import cupy
 
     if device is None:
-        raise ValueError("dropout_mask: the cuda launcher needs device=. Received: device=None")
+        raise ValueError("dropout_mask: the CuPy launcher needs device=. Received: device=None")
     if isinstance(device, cupy.cuda.Device):
         return device
     return cupy.cuda.Device(device.index)
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of the kernel this launcher asks for (``.ci/compile-kernels``)."""
     return [(FILE, KERNEL)]
 

@@ -153,11 +153,12 @@ def spmv(data, indices, indptr, shape, x):
         return cupy.ascontiguousarray(y)
 
 
-def instances(warp: int = 32) -> list:
+def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance these launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
     out = []
-    lanes = [n for n in (2, 4, 8, 16, 32, 64) if n <= min(MAX_LANES, warp)]
+    cap = min(MAX_LANES, warp)  # lanes_for's range: the powers of two from 2 to cap
+    lanes = [1 << b for b in range(1, cap.bit_length()) if 1 << b <= cap]
     for ct in CTYPE.values():
         for it in _INDEX_CTYPE.values():
             for pt in _INDEX_CTYPE.values():

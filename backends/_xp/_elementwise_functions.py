@@ -210,13 +210,22 @@ class ElementwiseFunctions:
                              m.full(z.shape, math.pi / 2, dtype=z.real.dtype), z.dtype)
 
     def log_specials(self, a, /):
-        """``log`` with ``log(nan +- inf j) = +inf + nan j`` (the standard's case the
-        module misses). Bound when ``complex_specials_ok`` is False."""
+        """``log`` with ``log(nan +- inf j) = log(+-inf + nan j) = +inf + nan j`` (the
+        standard's cases the module misses). Bound when ``complex_specials_ok`` is False."""
+        return self._log_like(self.m.log, a)
+
+    def log1p_specials(self, a, /):
+        """``log1p`` with the same two cases as :meth:`log_specials`. Bound when
+        ``complex_specials_ok`` is False."""
+        return self._log_like(self.m.log1p, a)
+
+    def _log_like(self, f, a):
         m = self.m
-        r = m.log(a)
+        r = f(a)
         if a.dtype.kind != "c":
             return r
-        mask = m.isnan(a.real) & m.isinf(a.imag)
+        re, im = a.real, a.imag
+        mask = (m.isnan(re) & m.isinf(im)) | (m.isinf(re) & m.isnan(im))
         if not self.mask_any(mask):
             return r
         return self.patch(r, mask, self._inf_plus_nan_j, a)

@@ -65,7 +65,8 @@ class Namespace(
         through a 0-d buffer (:meth:`~CoreFunctions.exact_scalar`).
     ``remainder_by_inf_ok``, ``complex_specials_ok``, ``nextafter_equal_ok`` (True)
         The module gets ``remainder(5, inf) = 5``; complex ``tanh(+0+inf j)``,
-        ``acosh(+0+nan j)``, ``log(nan+inf j)``; ``nextafter(+0, -0) = -0``. CuPy:
+        ``acosh(+0+nan j)``, ``log``/``log1p`` of ``nan+inf j`` and ``inf+nan j``;
+        ``nextafter(+0, -0) = -0``. CuPy:
         False for the last two (the shared patches are bound in their place); its
         ``remainder`` is replaced by a kernel of NumPy's rule, which gets the first.
     ``isin_takes_scalars`` (True)
@@ -142,6 +143,7 @@ class Namespace(
         if not self.complex_specials_ok:
             self.acosh = self.acosh_specials
             self.log = self.log_specials
+            self.log1p = self.log1p_specials
         if not self.nextafter_equal_ok:
             self.nextafter = self.nextafter_equal
         if not self.index_arrays_checked:

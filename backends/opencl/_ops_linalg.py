@@ -147,10 +147,18 @@ def matmul(a, b):
                      expand_dims(b, (1,)) if nb == 1 else b)
         nd = len(out.shape)
         return squeeze(out, (nd - 2,) if na == 1 else (nd - 1,))
+    batch = _broadcast_shape((a.shape[:-2], b.shape[:-2]))
+    out = _memory.empty(a.queue, batch + (a.shape[-2], b.shape[-1]), a.dtype)
+    return gemm_into(out, a, b, accumulate=False)
+
+
+def gemm_into(out, a, b, *, accumulate: bool):
+    """``out = a @ b`` (``out += a @ b`` with ``accumulate``: gemm.cl's epilogue adds the
+    products to what ``out`` holds) for floating ``a (..., M, K)``, ``b (..., K, N)`` and
+    a fresh C-contiguous ``out`` of their broadcast shape; returns ``out``."""
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    batch = _broadcast_shape((a.shape[:-2], b.shape[:-2]))
-    out = _memory.empty(a.queue, batch + (M, N), a.dtype)
+    batch = tuple(out.shape[:-2])
     if out.size:
         if len(batch) > _MAXB:
             a, b = _collapse(a, batch, 2), _collapse(b, batch, 2)
@@ -158,6 +166,8 @@ def matmul(a, b):
         else:
             zb = batch
         ctx, opts = _options("matmul", a)
+        if accumulate:
+            opts = opts + ("-DTESSERA_GEMM_ACCUMULATE",)
         ao, ast = _memory.layout(a)
         bo, bst = _memory.layout(b)
         dims, (sa, sb) = _batch_args(zb, (_batch_view(a), _batch_view(b)))
@@ -165,7 +175,8 @@ def matmul(a, b):
         args = (M, N, K, out.base_data, a.base_data, ao, ast[-2], ast[-1], b.base_data, bo,
                 bst[-2], bst[-1], *dims[1:], *sa, *sb)
         if not K:
-            _programs.zero_fill(a.queue, out)
+            if not accumulate:
+                _programs.zero_fill(a.queue, out)
         elif _programs.is_cpu(a.queue.device):
             knl = _programs.kernel(ctx, "gemm.cl", opts, "tessera_gemm_block")
             knl(a.queue, (-(-N // _TILE), -(-M // _TILE), z), (1, 1, 1), *args)

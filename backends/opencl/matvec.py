@@ -72,7 +72,8 @@ from . import _launch, _memory, _programs
 from ._launch import KernelSetup, Work
 
 __all__ = ["AXPY_ADD", "AXPY_SUBTRACT", "AYPX", "DEFAULT_IS", "VARIANTS", "WARP_WG", "axpy",
-           "aypx", "dense_matvec", "dense_matvec_scalar", "dense_matvec_warp", "register"]
+           "aypx", "dense_matvec", "dense_matvec_scalar", "dense_matvec_warp", "linear",
+           "register"]
 
 FILE = "matvec.cl"
 VARIANTS = ("default", "scalar", "warp")
@@ -390,7 +391,35 @@ def dense_matvec(a, x):
     return dense_matvec_warp(a, x) if warp else dense_matvec_scalar(a, x)
 
 
+def linear(x, weight, bias=None, residual=None):
+    """``x @ weight.T + bias + residual`` (the ``linear`` op): the output pre-filled with
+    ``bias + residual`` (one elementwise kernel, or a copy for one of them), then gemm.cl
+    with its accumulate epilogue adds the product to it; shapes checked by nn.linear."""
+    from . import _ops_core, _ops_elementwise, _ops_linalg, _ops_manipulation
+
+    n, k = weight.shape
+    shape = tuple(x.shape[:-1]) + (n,)
+    wt = weight.transpose()  # (K, N), a view
+    if bias is None and residual is None:
+        return _ops_linalg.matmul(x, wt)
+    if bias is not None and residual is not None:
+        out = _ops_elementwise.add(_ops_manipulation.broadcast_to(residual, shape), bias)
+        if out.offset or not out.flags.c_contiguous:  # gemm.cl writes from the buffer's start
+            fresh = _memory.empty(x.queue, shape, x.dtype)
+            _ops_core.copy_into(fresh, out)
+            out = fresh
+    else:
+        out = _memory.empty(x.queue, shape, x.dtype)
+        _ops_core.copy_into(out, bias if residual is None else residual)
+    rows = out.size // n if n else 0
+    if rows and n and k:
+        x2 = _ops_manipulation.reshape(x, (rows, k))
+        _ops_linalg.gemm_into(out.reshape((rows, n)), x2, wt, accumulate=True)
+    return out
+
+
 def register(registry, backend_name: str) -> None:
+    registry.register("linear", backend_name, _dtypes.REAL_FLOATING, linear)
     for variant in VARIANTS:
         launcher = _BY_VARIANT[DEFAULT_IS if variant == "default" else variant]
         registry.register("matvec", backend_name, _dtypes.FLOATING, launcher, variant=variant)

@@ -106,11 +106,7 @@ __device__ __forceinline__ double log_(double x) { return log(x); }
 // Every lane gets lane 0's v (the warp reductions of warp.cuh leave their result there).
 template <int WARP, typename T> __device__ __forceinline__ T from_lane0(T v)
 {
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-    return __shfl(v, 0, WARP);
-#else
-    return __shfl_sync(0xffffffffu, v, 0, WARP);
-#endif
+    return tessera::shfl<WARP>(v, 0);
 }
 
 // max(a, b), NaN propagating (as NumPy's maximum).

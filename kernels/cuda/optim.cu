@@ -124,9 +124,14 @@ template <int WARP, typename T> __device__ __forceinline__ T group_sum(T v, int 
     return v;
 }
 
+// Columns per tile of the column sums at most: a tile's consecutive columns are read by
+// consecutive threads (coalesced rows of g); a tile width, not a warp width (the block's
+// BLOCK / tile_cols(C) threads per column are whole warps of any width).
+constexpr int COL_TILE = 32;
+
 // Lanes per row of the row sums (the power of two >= C, at most WARP), and columns per
-// tile of the column sums (the power of two >= C, at most 32). The launcher mirrors both:
-// row_lanes to size its row items, tile_cols to cut the columns into tiles.
+// tile of the column sums (the power of two >= C, at most COL_TILE). The launcher mirrors
+// both: row_lanes to size its row items, tile_cols to cut the columns into tiles.
 template <int WARP> __device__ __forceinline__ int row_lanes(long long C)
 {
     int g = 1;
@@ -136,7 +141,7 @@ template <int WARP> __device__ __forceinline__ int row_lanes(long long C)
 __device__ __forceinline__ int tile_cols(long long C)
 {
     int g = 1;
-    while (g < 32 && g < C) g <<= 1;
+    while (g < COL_TILE && g < C) g <<= 1;
     return g;
 }
 

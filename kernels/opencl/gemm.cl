@@ -15,6 +15,10 @@
 //               FP_CONTRACT OFF requires. BLAS blocks K differently: results agree with
 //               NumPy to a few ulp times sqrt(K), not bitwise.
 //
+// Epilogue   built with -DTESSERA_GEMM_ACCUMULATE, both kernels store C = acc + C: the
+//            caller pre-fills C (nn.linear: bias + residual, beta = 1 in BLAS terms),
+//            one rounding more than the plain product, no extra pass over C.
+//
 // Vector products (a 1-D operand, (1, K) @ (K, 1), vecdot) of floating types run on the
 // host in its BLAS order (backends/opencl/_ops_linalg.py says why).
 
@@ -22,6 +26,12 @@
 
 #ifndef TS
 #define TS 16
+#endif
+
+#ifdef TESSERA_GEMM_ACCUMULATE
+#define STORE_C(p, v) ((p) = (v) + (p))
+#else
+#define STORE_C(p, v) ((p) = (v))
 #endif
 
 #ifdef TESSERA_COMPLEX
@@ -63,7 +73,7 @@ void tessera_gemm(const long M, const long N, const long K, __global T *c,
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (i < M && j < N)
-        c[(z * M + i) * N + j] = acc;
+        STORE_C(c[(z * M + i) * N + j], acc);
 }
 
 // tessera_gemm_block (CPU devices): one work-item per TI x TJ tile of C, kept in private
@@ -115,7 +125,7 @@ __kernel void tessera_gemm_block(const long M, const long N, const long K, __glo
                 T acc = ZERO;
                 for (long k = 0; k < K; ++k)
                     acc = ADD_MUL(acc, pa[(i0 + u) * am + k * ak], pb[k * bk + (j0 + v) * bn]);
-                pc[(i0 + u) * N + j0 + v] = acc;
+                STORE_C(pc[(i0 + u) * N + j0 + v], acc);
             }
         return;
     }
@@ -149,5 +159,5 @@ __kernel void tessera_gemm_block(const long M, const long N, const long K, __glo
     }
     for (int u = 0; u < TI; ++u)
         for (int v = 0; v < TJ; ++v)
-            pc[(i0 + u) * N + j0 + v] = tile[u][v];
+            STORE_C(pc[(i0 + u) * N + j0 + v], tile[u][v]);
 }

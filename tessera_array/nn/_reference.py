@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["attention_backward_reference", "attention_reference"]
+__all__ = ["attention_backward_reference", "attention_reference", "linear_backward_reference",
+           "linear_reference"]
 
 
 def _visible(xp, sq: int, sk: int, is_causal, window, device):
@@ -131,3 +132,27 @@ def attention_backward_reference(q, k, v, dout, /, *, attn_mask=None, is_causal=
         shp = dvr.shape
         dvr = xp.sum(xp.reshape(dvr, shp[:-3] + (shp[-3] // groups, groups) + shp[-2:]), axis=-3)
     return _sum_to(xp, dq, q.shape), _sum_to(xp, dkr, k.shape), _sum_to(xp, dvr, v.shape)
+
+
+def linear_reference(x, weight, bias=None, residual=None):
+    """``x @ weight.mT + bias + residual`` composed in the inputs' namespace: the reference
+    of every ``linear`` launcher (and the generic composition)."""
+    xp = x.__array_namespace__()
+    out = xp.matmul(x, xp.matrix_transpose(weight))
+    if bias is not None:
+        out = out + bias
+    if residual is not None:
+        out = out + residual
+    return out
+
+
+def linear_backward_reference(x, weight, dout, *, bias=None, residual=None):
+    """``(dx, dweight, dbias, dresidual)`` of :func:`linear_reference`, in the namespace."""
+    xp = x.__array_namespace__()
+    dx = xp.matmul(dout, weight)
+    g = xp.reshape(dout, (-1, dout.shape[-1])) if dout.ndim != 2 else dout
+    xs = xp.reshape(x, (-1, x.shape[-1])) if x.ndim != 2 else x
+    dw = xp.matmul(xp.matrix_transpose(g), xs)
+    db = None if bias is None else xp.sum(g, axis=0)
+    dr = None if residual is None else _sum_to(xp, dout, residual.shape)
+    return dx, dw, db, dr

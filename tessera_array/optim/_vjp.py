@@ -58,7 +58,7 @@ from typing import NamedTuple
 
 from ._base import check_step
 from .adafactor import _check_hyper as _check_adafactor_hyper
-from .adafactor import adafactor_state_shapes, decay_rate
+from .adafactor import adafactor_state_shapes, decay_rate, resolve_decay
 from .adam import check_adam_hyper
 from .sgd import _check_hyper as _check_sgd_hyper
 
@@ -325,7 +325,7 @@ def _rms_vjp(xp, x, n, bar):
 
 def adafactor_vjp(param, grad, row=None, col=None, var=None, *, cotangents,
                   step: int | None = None, lr: float = 1e-2, beta2: float = 0.999,
-                  beta2_decay: float = -0.8, decay: str = "debiased",
+                  beta2_decay: float | None = None, decay: str | None = None,
                   eps: tuple = (None, 1e-3), d: float = 1.0, weight_decay: float = 0.0,
                   maximize: bool = False) -> AdafactorVJP:
     """The VJP of :func:`adafactor_reference`: cotangents of ``(param, grad, row, col, var)``, ``lr``.
@@ -338,6 +338,7 @@ def adafactor_vjp(param, grad, row=None, col=None, var=None, *, cotangents,
     """
     func = "adafactor_vjp"
     xp = _namespace(func, param)
+    beta2_decay, decay = resolve_decay(func, beta2_decay, decay)  # the forward's rule
     _check_adafactor_hyper(func, lr, beta2, beta2_decay, eps, d, weight_decay)
     step = check_step(func, step, optional=True)
     rate, _ = decay_rate(func, step, beta2, beta2_decay, decay)

@@ -15,13 +15,16 @@ Update rule (torch.optim.Adafactor's, Shazeer & Stern 2018), step :math:`t`:
     U &= g / \\sqrt{\\max(\\hat V, \\epsilon_1^2)}, \\quad
     p \\leftarrow p - \\frac{\\alpha_t}{\\max(1, \\mathrm{RMS}(U)/d)} U
 
-The decay :math:`\\hat\\beta_{2,t}` is, with ``decay="debiased"`` (the default),
+The decay :math:`\\hat\\beta_{2,t}` is, with ``decay="debiased"`` (the default unless
+``beta2_decay`` is given),
 :func:`adafactor_decay` ``(beta2, t)`` :math:`= \\beta_2 (1 - \\beta_2^{t-1})/(1 - \\beta_2^t)`,
 which keeps the caller's ``beta2`` and makes :math:`V_t` the bias-corrected EMA
 :math:`\\tilde V_t/(1 - \\beta_2^t)`; with ``decay="pytorch"`` it is PyTorch's
 :math:`1 - t^{\\text{beta2\\_decay}}`. Both give :math:`V_1 = g^2`. The flat op
 called without ``step`` keeps the legacy uncorrected decay :math:`\\beta_2`, whose
 state is the raw EMA :math:`\\tilde V_t` (it never resets state silently).
+An explicit ``beta2_decay`` without ``decay`` selects ``"pytorch"`` (the rule that reads
+it); ``decay="debiased"`` with an explicit ``beta2_decay`` raises ValueError.
 
 The state records which of the two the second moment holds in ``v_representation``
 (``"debiased"`` or ``"raw_ema"``). Loading an unmarked state at step > 0 warns with
@@ -73,6 +76,27 @@ def adafactor_decay(beta2: float, step: int) -> float:
     return beta2 * (1.0 - beta2 ** (step - 1)) / (1.0 - beta2**step)
 
 
+BETA2_DECAY = -0.8  # torch.optim.Adafactor's default
+
+
+def resolve_decay(func: str, beta2_decay, decay) -> tuple:
+    """``(beta2_decay, decay)`` with the caller's keys kept: ``beta2_decay`` given without
+    ``decay`` selects the rule that reads it (``"pytorch"``, torch's own arguments give
+    torch's trajectory); neither given: ``"debiased"``; ``decay="debiased"`` with an
+    explicit ``beta2_decay`` is a conflict (that rule would ignore it)."""
+    if decay is None:
+        decay = "debiased" if beta2_decay is None else "pytorch"
+    elif decay not in DECAY_RULES:
+        raise ValueError(f"{func}: decay must be one of {DECAY_RULES}. Received: decay={decay!r}")
+    elif decay == "debiased" and beta2_decay is not None:
+        raise ValueError(
+            f"{func}: decay='debiased' uses beta2 and would ignore beta2_decay; pass "
+            f"decay='pytorch' to use beta2_decay, or leave beta2_decay out. Received: "
+            f"decay={decay!r}, beta2_decay={beta2_decay!r}"
+        )
+    return (BETA2_DECAY if beta2_decay is None else beta2_decay), decay
+
+
 def decay_rate(func: str, step, beta2: float, beta2_decay: float, decay: str):
     """``(1 - beta2_t, v_representation)`` for this step, on the host."""
     if decay not in DECAY_RULES:
@@ -114,18 +138,20 @@ def _check_hyper(func, lr, beta2, beta2_decay, eps, d, weight_decay):
 
 def adafactor(params: list, grads: list, row_vars: list, col_vars: list, variances: list, *,
               step: int | None = None, lr: float = 1e-2, beta2: float = 0.999,
-              beta2_decay: float = -0.8, decay: str = "debiased", eps: tuple = (None, 1e-3),
-              d: float = 1.0, weight_decay: float = 0.0, maximize: bool = False,
-              check_finite: bool = False) -> str:
+              beta2_decay: float | None = None, decay: str | None = None,
+              eps: tuple = (None, 1e-3), d: float = 1.0, weight_decay: float = 0.0,
+              maximize: bool = False, check_finite: bool = False) -> str:
     """One Adafactor step on every tensor of ``params``, in place (``adafactor_step``).
 
     ``row_vars``/``col_vars`` hold the factored moments of 2+-dim parameters (None
     for the others), ``variances`` the moments of 0-d/1-d ones (None for the others).
     Without ``step`` the legacy uncorrected decay ``beta2`` is used and the relative
-    step size is ``lr``. Returns the ``v_representation`` of the state written. With
-    ``check_finite``, a NaN/inf gradient raises ValueError and nothing is updated.
+    step size is ``lr``. ``beta2_decay``/``decay`` as in :class:`Adafactor`. Returns the
+    ``v_representation`` of the state written. With ``check_finite``, a NaN/inf gradient
+    raises ValueError and nothing is updated.
     """
     func = "adafactor"
+    beta2_decay, decay = resolve_decay(func, beta2_decay, decay)
     _check_hyper(func, lr, beta2, beta2_decay, eps, d, weight_decay)
     step = check_step(func, step, optional=True)
     rate, rep = decay_rate(func, step, beta2, beta2_decay, decay)
@@ -161,12 +187,14 @@ def _lerp(a, b, w):
 
 def adafactor_reference(param: Array, grad: Array, row: Array | None, col: Array | None,
                         var: Array | None, *, step: int | None = None, lr: float = 1e-2,
-                        beta2: float = 0.999, beta2_decay: float = -0.8, decay: str = "debiased",
-                        eps: tuple = (None, 1e-3), d: float = 1.0, weight_decay: float = 0.0,
-                        maximize: bool = False):
-    """The plain ``xp`` form of one Adafactor step: ``(param, row, col, var)``, new arrays."""
+                        beta2: float = 0.999, beta2_decay: float | None = None,
+                        decay: str | None = None, eps: tuple = (None, 1e-3), d: float = 1.0,
+                        weight_decay: float = 0.0, maximize: bool = False):
+    """The plain ``xp`` form of one Adafactor step: ``(param, row, col, var)``, new arrays
+    (``beta2_decay``/``decay`` as in :class:`Adafactor`)."""
     import tessera_array as xp
 
+    beta2_decay, decay = resolve_decay("adafactor_reference", beta2_decay, decay)
     rate, _ = decay_rate("adafactor_reference", step, beta2, beta2_decay, decay)
     rho = lr if step is None else min(lr, 1.0 / math.sqrt(step))
     e1 = float(xp.finfo(param.dtype).eps) if eps[0] is None else eps[0]
@@ -236,16 +264,27 @@ class Adafactor(Optimizer):
     ----------
     params : Array or nested dict/list/tuple of Arrays
         Updated in place by :meth:`step`.
-    lr, beta2_decay, eps, d, weight_decay, maximize
+    lr, eps, d, weight_decay, maximize
         As in torch.optim.Adafactor (see the module's update rule).
+    beta2_decay : float or None
+        PyTorch's decay exponent (``1 - t**beta2_decay``; torch's default -0.8). Given
+        without ``decay``, it selects ``decay="pytorch"``: torch's arguments give
+        torch.optim.Adafactor's trajectory.
     foreach : bool or None
         Accepted for torch compatibility; every kernel is multi-tensor, so the result
         does not depend on it.
     beta2 : float
         The decay of the second moment for ``decay="debiased"``.
-    decay : {"debiased", "pytorch"}
-        ``"debiased"`` (default): :func:`adafactor_decay` ``(beta2, t)``; ``"pytorch"``:
-        ``1 - t**beta2_decay``, which reproduces torch.optim.Adafactor.
+    decay : {"debiased", "pytorch"} or None
+        ``"debiased"``: :func:`adafactor_decay` ``(beta2, t)``; ``"pytorch"``:
+        ``1 - t**beta2_decay``, which reproduces torch.optim.Adafactor. None (default):
+        ``"pytorch"`` when ``beta2_decay`` is given, else ``"debiased"``.
+
+    Raises
+    ------
+    ValueError
+        ``decay="debiased"`` with an explicit ``beta2_decay`` (the rule would ignore
+        it), naming both; a hyperparameter out of range.
     check_finite : bool
         Raise ValueError naming the parameter on a NaN/inf gradient (default).
     """
@@ -253,15 +292,12 @@ class Adafactor(Optimizer):
     _name = "Adafactor"
     _torch_state_keys: ClassVar[dict] = {"row_var": "row_var", "col_var": "col_var", "variance": "variance"}
 
-    def __init__(self, params, lr: float = 1e-2, beta2_decay: float = -0.8,
+    def __init__(self, params, lr: float = 1e-2, beta2_decay: float | None = None,
                  eps: tuple = (None, 1e-3), d: float = 1.0, weight_decay: float = 0.0,
                  *, foreach: bool | None = None, maximize: bool = False, beta2: float = 0.999,
-                 decay: str = "debiased", check_finite: bool = True):
+                 decay: str | None = None, check_finite: bool = True):
+        beta2_decay, decay = resolve_decay("Adafactor", beta2_decay, decay)
         _check_hyper("Adafactor", lr, beta2, beta2_decay, eps, d, weight_decay)
-        if decay not in DECAY_RULES:
-            raise ValueError(
-                f"Adafactor: decay must be one of {DECAY_RULES}. Received: decay={decay!r}"
-            )
         hyper = {"lr": lr, "beta2_decay": beta2_decay, "eps": tuple(eps), "d": d,
                  "weight_decay": weight_decay, "foreach": foreach, "maximize": maximize,
                  "beta2": beta2, "decay": decay}
@@ -310,7 +346,8 @@ class Adafactor(Optimizer):
         adafactor(self._params, grads, [s.get("row_var") for s in st],
                   [s.get("col_var") for s in st], [s.get("variance") for s in st],
                   step=self.step_count, lr=h["lr"], beta2=h["beta2"],
-                  beta2_decay=h["beta2_decay"], decay=h["decay"], eps=h["eps"], d=h["d"],
+                  beta2_decay=h["beta2_decay"] if h["decay"] == "pytorch" else None,
+                  decay=h["decay"], eps=h["eps"], d=h["d"],
                   weight_decay=h["weight_decay"], maximize=h["maximize"],
                   check_finite=self.check_finite)
 

@@ -607,8 +607,11 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
         pq = vecdot(p, q)
         alpha = rho_cur / pq
         if not lazy:
+            # Out of place, but through axpy: the lazy path's rounding (CuPy's complex
+            # ``alpha * p`` rounds otherwise; the callback must not change the iterates).
             x_prev = x
-            x = x + alpha * p
+            x = xp.asarray(x, copy=True)
+            axpy(alpha, p, x)
         axpy(alpha, q, r, True)  # r -= alpha * q
         rho_prev = rho_cur
         if not lazy:
