@@ -35,6 +35,7 @@ from .._array import Array
 from .._dispatch import lookup
 from .._errors import DeviceMismatchError
 from .._helpers import check_array, wrap_as
+from ._attention import _sum_to  # the one reduction of a broadcast gradient
 
 __all__ = ["linear", "linear_backward"]
 
@@ -137,17 +138,6 @@ def linear(x: Array, weight: Array, bias: Array | None = None,
     launcher = lookup("linear", dev, dt)
     out = launcher(x._data, weight._data, _native(bias), _native(residual))
     return wrap_as(out, dt, dev)
-
-
-def _sum_to(ops, g, shape: tuple):
-    """``g`` summed over the axes broadcasting added or stretched to reach it from ``shape``."""
-    extra = g.ndim - len(shape)
-    axes = tuple(range(extra)) + tuple(
-        extra + i for i, n in enumerate(shape) if n == 1 and g.shape[extra + i] != 1
-    )
-    if axes:
-        g = ops.sum(g, axis=axes, keepdims=True)
-    return ops.reshape(g, shape)
 
 
 def linear_backward(x: Array, weight: Array, dout: Array, *, bias: Array | None = None,
