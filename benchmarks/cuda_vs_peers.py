@@ -18,13 +18,15 @@ adam, adamw    ``adam_step``/``adamw_step``, 10 x 10M      ``torch.optim.Adam``/
                float32 (10 x 1M)                           (``fused=True``) ``.step()``
 adafactor      ``adafactor_step``, 6 x 4096^2 (6 x 1024^2)  ``torch.optim.Adafactor``
                                                            (``foreach=True``) ``.step()``
+linear         ``nn.linear(x, w, b, r)`` float32 4096^3     ``torch.addmm(b, x, w.T) + r``
+               (1024^3)
 fft            ``fft_c2c`` 16384 x 1024 complex64 and      ``cupy.fft.fft(axis=-1)`` (cuFFT)
                complex128 (1024 x 1024)
 =============  ==========================================  ==================================
 
 Targets (ratio = tessera time / peer time): overhead <= 1.2 at size 1 and <= 1.02 at 1e7;
 matvec scalar/warp float32 4096^2 <= 1.0; spmv scalar/warp float32 Poisson 1024^2 <=
-1/1.5; Adam/AdamW <= 1.0 (the goal 1/1.2); Adafactor <= 0.25; fft complex64 <= 1/0.95.
+1/1.5; Adam/AdamW <= 1.0 (the goal 1/1.2); Adafactor <= 0.25; linear <= 1.0; fft complex64 <= 1/0.95.
 The ``default`` matvec and spmv variants are cuBLAS and cuSPARSE themselves: control rows,
 no target. The optimizer rows also report the effective bandwidth, 7 x 4 bytes per
 parameter (read p, g, m, v; write p, m, v).
@@ -70,6 +72,7 @@ _SOURCES = {
     "optim": CORE_SOURCES + ("backends/_cupy/optim.py", "backends/_common/optim.py",
                              "kernels/cuda/optim.cu"),
     "fft": CORE_SOURCES + ("backends/_cupy/fft.py",),
+    "linear": CORE_SOURCES + ("backends/_cupy/matvec.py", "tessera_array/nn/_linear.py"),
 }
 
 
@@ -325,6 +328,36 @@ def _state_check(rtol):
     return check
 
 
+def _linear(ctx, n):
+    def setup():
+        cp = _cupy()
+
+        import tessera_array as xp
+        from tessera_array import nn
+
+        dev = ctx.device
+        torch = _torch(dev)
+        rng = np.random.default_rng(SEED)
+        x, w, r = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(3))
+        b = rng.standard_normal(n, dtype=np.float32)
+        ours = {k: xp.asarray(v, device=dev) for k, v in zip("xwbr", (x, w, b, r))}
+        theirs = {"t" + k: torch.from_numpy(v).to(f"cuda:{dev.index}")
+                  for k, v in zip("xwbr", (x, w, b, r))}
+        return {"nn": nn, "torch": torch, "cp": cp, "fetch": _fetch(dev), **ours, **theirs}
+
+    return setup
+
+
+def _linear_check(t, p, ns):
+    # n float32 terms per dot product on each side, in different orders: the scale of the
+    # largest output times float32 rounding, with room for the sum's length.
+    got, want = ns["fetch"](t), p.detach().cpu().numpy()
+    err = np.abs(got - want).max()
+    if not err <= 1e-5 * np.abs(want).max():
+        raise AssertionError(f"linear: max |tessera - torch| = {err}, "
+                             f"max |torch| = {np.abs(want).max()}")
+
+
 def _fft(ctx, batch, n, dtype):
     def setup():
         cp = _cupy()
@@ -392,6 +425,11 @@ def benchmarks(ctx) -> list:
         {"label": "adafactor_step vs foreach", "tensors": count, "shape": (side, side),
          "dtype": "float32"},
         peer_name="torch", target=0.25, check=_state_check(1e-5), timers=_torch_timers)
+    n = 1024 if quick else 4096
+    add("linear", f"float32 {n}^3", "nn.linear(x, w, b, r)", "torch.addmm(tb, tx, tw.T) + tr",
+        _linear(ctx, n), "linear",
+        {"label": "linear bias residual", "m x k x n": f"{n} x {n} x {n}", "dtype": "float32"},
+        peer_name="torch", target=1.0, check=_linear_check, timers=_torch_timers)
     batch = 1024 if quick else 16384
     for dtype in ("complex64", "complex128"):
         add("fft", f"{dtype} {batch}x1024", "fft(z_d, (n,), (1,), 'backward', True)",

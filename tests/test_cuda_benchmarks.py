@@ -48,13 +48,14 @@ def test_cuda_suite_declares_each_row_with_its_peer_and_target():
     full, quick = _by_id(_benches(False)), _by_id(_benches(True))
     for benches in (full, quick):
         assert {b.name for b in benches.values()} == {
-            "overhead", "matvec", "spmv", "adam", "adamw", "adafactor", "fft"}
+            "overhead", "matvec", "spmv", "adam", "adamw", "adafactor", "linear", "fft"}
         for b in benches.values():
             assert b.suite == "cuda_vs_peers" and "dtype" in b.params, b.id
             assert _fingerprint.resolve_sources(b.sources, _cli.REPO_ROOT), b.id
     peers = {b.name: b.peer_name for b in full.values()}
     assert peers == {"overhead": "cupy", "matvec": "cublas", "spmv": "cusparse",
-                     "adam": "torch", "adamw": "torch", "adafactor": "torch", "fft": "cufft"}
+                     "adam": "torch", "adamw": "torch", "adafactor": "torch", "linear": "torch",
+                     "fft": "cufft"}
 
     sizes = {b.params["shape"][0]: b for b in full.values() if b.name == "overhead"}
     assert sorted(sizes) == [1, 1_000, 1_000_000, 10_000_000, 100_000_000]
@@ -89,6 +90,10 @@ def test_cuda_suite_declares_each_row_with_its_peer_and_target():
     (ada,) = [b for b in full.values() if b.name == "adafactor"]
     assert ada.params["shape"] == (4096, 4096) and ada.params["tensors"] == 6
     assert ada.target == 0.25
+
+    (lin,) = [b for b in full.values() if b.name == "linear"]
+    assert lin.params["m x k x n"] == "4096 x 4096 x 4096" and lin.target == 1.0
+    assert lin.timers is suite_module._torch_timers
 
     fft = full["cuda_vs_peers/fft[complex64 16384x1024]"]
     assert fft.params["shape"] == (16384, 1024)

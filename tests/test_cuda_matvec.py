@@ -155,6 +155,32 @@ def test_matvec_repeats_bit_for_bit():
         np.testing.assert_array_equal(launch(a, x).get(), launch(a, x).get())
 
 
+@pytest.mark.parametrize("variant", ["scalar", "warp"])
+def test_matvec_launch_plans_follow_layout_and_alignment(variant):
+    """The launch plan kept per (shapes, strides, dtype, alignment, device): layouts that
+    share a shape but not their strides or their 16-byte alignment, called in turn, each
+    give their own product, the same bits on every call; clear_all() drops the plans."""
+    from tessera_array.backends._common import clear_all
+
+    rng = np.random.default_rng(11)
+    big, xs = rand(rng, (65, 1032), np.float32), rand(rng, (1032,), np.float32)
+    big_d, xs_d = dev(big), dev(xs)
+    cases = [(big_d[:64, :1028], xs_d[:1028], big[:64, :1028], xs[:1028]),  # aligned rows
+             (big_d[:64, 1:1029], xs_d[1:1029], big[:64, 1:1029], xs[1:1029]),  # offset
+             (big_d[1:65, 2:1030], xs_d[:1028], big[1:65, 2:1030], xs[:1028])]
+    launch = LAUNCH[variant]
+    first = [launch(a, x).get() for a, x, _, _ in cases]
+    assert cu_matvec._plans, "no plan was kept"
+    for _ in range(2):
+        for (a, x, ra, rx), want in zip(cases, first):
+            np.testing.assert_array_equal(launch(a, x).get(), want)
+            ref = np_matvec.dense_matvec(ra.astype(np.float64), rx.astype(np.float64))
+            assert_close(want, ref, np.float32, scale=np.sqrt(ra.shape[1]))
+    clear_all()
+    assert not cu_matvec._plans
+    np.testing.assert_array_equal(launch(*cases[1][:2]).get(), first[1])
+
+
 def test_matvec_bad_input():
     rng = np.random.default_rng(4)
     a, x = dev(rand(rng, (3, 4), np.float32)), dev(rand(rng, (4,), np.float32))

@@ -225,6 +225,39 @@ def test_adafactor_clipping_and_legacy_rate(dtype):
     assert_close(pd, pn, dtype)
 
 
+def _misaligned(a):
+    """A C-contiguous device copy of ``a`` starting one element past a 16-byte boundary."""
+    buf = cupy.empty(a.size + 1, a.dtype)
+    out = buf[1:].reshape(a.shape)
+    out[...] = cupy.asarray(a)
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_adafactor_vector_and_single_element_paths_agree(dtype):
+    """Factored tensors whose columns make whole 16-byte groups take the vector loops
+    unless g or p starts off a 16-byte boundary: both paths against NumPy, over several
+    update items per batch (R * C past UPDATE_CHUNK)."""
+    rng = np.random.default_rng(33)
+    shapes = [(2, 70, 300), (130, 4100)]
+    assert all(math.prod(s[-2:]) > cu_optim.UPDATE_CHUNK for s in shapes)
+    for move_p, move_g in ((False, False), (True, False), (False, True)):
+        pn = [rand(rng, s, dtype) for s in shapes]
+        state = [_adafactor_state(rng, s, dtype) for s in shapes]
+        rn, cn, vn = ([st[j] for st in state] for j in range(3))
+        pd = [_misaligned(a) if move_p else dev(a) for a in pn]
+        rd, cd = ([dev(a) for a in lst] for lst in (rn, cn))
+        for t in range(1, 3):
+            grads = [rand(rng, s, dtype) for s in shapes]
+            kw = {"lr": 0.01, "rho": 0.01, "rate": 1 - adafactor_decay(0.999, t),
+                  "eps1": None, "eps2": 1e-3, "d": 1.0, "weight_decay": 0.01,
+                  "maximize": False}
+            _np_adafactor(pn, grads, rn, cn, vn, **kw)
+            gd = [_misaligned(g) if move_g else dev(g) for g in grads]
+            assert cu_optim.adafactor_step(pd, gd, rd, cd, vn, **kw) == ()
+        assert_close(pd, pn, dtype)
+
+
 def test_adafactor_layout_covers_every_element_once():
     """The host's work items: update items cover each element once and never cross a
     batch; row and column items cover every row and column; slots are consecutive."""

@@ -56,11 +56,15 @@ PINS = {
         "const long long i = (long long)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;",
         "const int lane = threadIdx.x % WARP;",
         "const long long groups = n / VEC;",
-        "for (long long q = lane; q < groups; q += WARP) {",
+        # the unrolled loads keep each lane's order q = lane, lane + WARP, ...
+        "for (; q + (UNROLL - 1) * WARP < groups; q += UNROLL * WARP) {",
+        "acc = tessera::add(acc, tessera::mul(av[u].v[e], bv[u].v[e]));",
+        "for (; q < groups; q += WARP) {",
         "for (int e = 0; e < VEC; ++e) acc = tessera::add(acc, tessera::mul(av.v[e], bv.v[e]));",
         "for (long long j = groups * VEC + lane; j < n; j += WARP)",
-        "for (long long j = lane; j < n; j += WARP) acc = tessera::add(acc, tessera::mul(row[j], "
-        "x[j]));",
+        "for (; j + (UNROLL - 1) * WARP < n; j += UNROLL * WARP) {",
+        "for (int u = 0; u < UNROLL; ++u) acc = tessera::add(acc, tessera::mul(av[u], bv[u]));",
+        "for (; j < n; j += WARP) acc = tessera::add(acc, tessera::mul(row[j], x[j]));",
         "acc = tessera::warp_sum<WARP>(acc); if (lane == 0) y[i] = acc;",
     ],
     "backends/_cupy/matvec.py": [
@@ -118,6 +122,9 @@ PINS = {
         "r = local / C; c = local - r * C; dr = block / C; dc = block - dr * C;",
         "c += dc; r += dr; if (c >= C) { c -= C; r += 1; }",
         "Walker w(lo - b * RC + threadIdx.x, C, BLOCK);",
+        "if (C % VEC == 0 && aligned16(g + lo) && aligned16(col)) {",
+        "Walker w(lo - b * RC + threadIdx.x * VEC, C, BLOCK * VEC); for (long long q = "
+        "threadIdx.x; q < cnt / VEC; q += BLOCK, w.next()) {",
     ],
     "kernels/cuda/attention.cu": [
         "const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;",
@@ -560,7 +567,8 @@ def _sum_parts(parts, base, total, block, warp, dtype):
     return block_sum(acc, warp)
 
 
-SHAPES = [(3, 5, 70), (130, 17), (1000,), (2, 40, 3), (9000,), (1, 1), (4, 1, 200)]
+SHAPES = [(3, 5, 70), (130, 17), (1000,), (2, 40, 3), (9000,), (1, 1), (4, 1, 200),
+          (2, 70, 300)]
 
 
 @pytest.mark.parametrize("warp", WIDTHS)
@@ -665,6 +673,17 @@ def test_adafactor_sums(warp, dtype):
                 walked = _walk(lo - b * R * C + tid, C, block, n_here)
                 want = [divmod(int(lo - b * R * C + i), C) for i in range(tid, int(cnt), block)]
                 assert walked == want
+            # the 16-byte groups (C a multiple of the width): group q's first element,
+            # and the whole group inside that row
+            for vec in (2, 4):
+                if C % vec:
+                    continue
+                assert lo % vec == 0 and cnt % vec == 0
+                for tid in range(min(block, int(cnt) // vec)):
+                    qs = range(tid, int(cnt) // vec, block)
+                    walked = _walk(lo - b * R * C + tid * vec, C, block * vec, len(qs))
+                    want = [divmod(int(lo - b * R * C + q * vec), C) for q in qs]
+                    assert walked == want and all(c + vec <= C for _, c in walked)
         us.append((t, lo, cnt, slot))
     u = [g / np.sqrt(np.maximum(np.abs(g), 1e-3)).astype(g.dtype) for g in grads]
     parts = _block_partials([v * v for v in u], us, block, warp)

@@ -44,12 +44,15 @@ from tessera_array import _dtypes
 
 from . import _kernels
 
-__all__ = ["BLOCK", "CHUNK", "adafactor_step", "adam_step", "adamw_step", "nonfinite",
+__all__ = ["BLOCK", "CHUNK", "UPDATE_CHUNK", "adafactor_step", "adam_step", "adamw_step", "nonfinite",
            "register", "sgd_step"]
 
 FILE = "optim.cu"
 BLOCK = 256  # threads per block (a multiple of the warp, at most warp^2)
 CHUNK = 4096  # elements per work item of the elementwise and partial-sum kernels
+# Elements per update item of a factored Adafactor tensor (phases 3 and 4): a multiple of
+# every vector width (16-byte groups); 6 x 4096^2 float32 takes 6144 blocks.
+UPDATE_CHUNK = 4 * CHUNK
 RMEAN_WARPS_PER_ITEM = 1  # rmean items hold BLOCK / warp batches times this
 COL_TILE = 32  # columns per tile of Adafactor's column sums at most (optim.cu's COL_TILE)
 PLANS_MAX = 64  # kept item plans, and kept address tables, per kind; cleared when full
@@ -429,9 +432,9 @@ def adafactor_layout(shapes, warp: int) -> AdafactorLayout:
             tinfo[t, 8] = n_rm
             n_rm += B
             # update items inside one batch each, so a block knows its batch
-            off = np.arange(0, R * C, CHUNK, dtype=np.int64)
+            off = np.arange(0, R * C, UPDATE_CHUNK, dtype=np.int64)
             lo = (np.arange(B, dtype=np.int64)[:, None] * (R * C) + off[None, :]).ravel()
-            cnt = np.tile(np.minimum(CHUNK, R * C - off), B)
+            cnt = np.tile(np.minimum(UPDATE_CHUNK, R * C - off), B)
         else:
             lo, cnt = part[:, 1], part[:, 2]
         tinfo[t, 6], tinfo[t, 7] = n_us, lo.size

@@ -15,7 +15,8 @@
 //              groups q = l, l + WARP, ... of VEC elements each (4 floats, 2 doubles, 2
 //              complex64), then the elements past the last whole group; then warp_sum.
 //              VEC > 1 is launched only for s1 = xs = 1 with every row start and x
-//              16-byte aligned (the launcher checks a, s0 and x).
+//              16-byte aligned (the launcher checks a, s0 and x). Contiguous rows load
+//              four groups (or elements) a lane before summing them, in the same order.
 // Accumulates in T, as BLAS ?gemv does (float32 sums in float); complex products as
 //            (ar*br - ai*bi, ar*bi + ai*br), each operation rounded on its own.
 // Numerics   No fused multiply-add (types.cuh). The scalar kernel's order is sequential;
@@ -27,15 +28,6 @@
 
 #include "tessera/types.cuh"
 #include "tessera/warp.cuh"
-
-namespace tessera {
-
-// VEC consecutive elements making 16 bytes, loaded as one 16-byte access.
-template <typename T> struct __align__(16) vec16 {
-    T v[16 / sizeof(T)];
-};
-
-}  // namespace tessera
 
 template <typename T>
 __global__ void tessera_matvec_scalar(const long long m, const long long n,
@@ -63,6 +55,7 @@ __global__ void tessera_matvec_warp(const long long m, const long long n,
                                     const long long xs, T *__restrict__ y)
 {
     static_assert(VEC == 1 || VEC * sizeof(T) == 16, "VEC elements make 16 bytes");
+    constexpr int UNROLL = 4;
     // i is the same for the WARP lanes of a warp (blockDim.x is a multiple of WARP), so a
     // warp past the last row returns whole and the shuffles of warp_sum see full warps.
     const long long i = (long long)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
@@ -74,7 +67,24 @@ __global__ void tessera_matvec_warp(const long long m, const long long n,
         const long long groups = n / VEC;
         const tessera::vec16<T> *rv = reinterpret_cast<const tessera::vec16<T> *>(row);
         const tessera::vec16<T> *xv = reinterpret_cast<const tessera::vec16<T> *>(x);
-        for (long long q = lane; q < groups; q += WARP) {
+        long long q = lane;
+        // UNROLL groups of a lane loaded before any is summed (loads in flight: a 4096-
+        // column row is 32 groups a lane, and 4096 rows fill only half an H200's warp
+        // slots); the sums keep the order q = lane, lane + WARP, ...
+        for (; q + (UNROLL - 1) * WARP < groups; q += UNROLL * WARP) {
+            tessera::vec16<T> av[UNROLL], bv[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                av[u] = rv[q + u * WARP];
+                bv[u] = xv[q + u * WARP];
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e)
+                    acc = tessera::add(acc, tessera::mul(av[u].v[e], bv[u].v[e]));
+        }
+        for (; q < groups; q += WARP) {
             const tessera::vec16<T> av = rv[q], bv = xv[q];
 #pragma unroll
             for (int e = 0; e < VEC; ++e) acc = tessera::add(acc, tessera::mul(av.v[e], bv.v[e]));
@@ -82,7 +92,18 @@ __global__ void tessera_matvec_warp(const long long m, const long long n,
         for (long long j = groups * VEC + lane; j < n; j += WARP)
             acc = tessera::add(acc, tessera::mul(row[j], x[j]));
     } else if (s1 == 1 && xs == 1) {
-        for (long long j = lane; j < n; j += WARP) acc = tessera::add(acc, tessera::mul(row[j], x[j]));
+        long long j = lane;
+        for (; j + (UNROLL - 1) * WARP < n; j += UNROLL * WARP) {
+            T av[UNROLL], bv[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                av[u] = row[j + u * WARP];
+                bv[u] = x[j + u * WARP];
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) acc = tessera::add(acc, tessera::mul(av[u], bv[u]));
+        }
+        for (; j < n; j += WARP) acc = tessera::add(acc, tessera::mul(row[j], x[j]));
     } else {
         for (long long j = lane; j < n; j += WARP)
             acc = tessera::add(acc, tessera::mul(row[j * s1], x[j * xs]));

@@ -413,7 +413,12 @@ __device__ __forceinline__ T adafactor_u(T gv, T v, T e1sq, bool maximize)
 }  // namespace tessera
 
 // Phase 3. Items (t, lo, cnt, slot), lying in one batch for factored tensors: the partial
-// sum of U^2; the tensor's last block sets scale[t] = alpha[t] / max(1, RMS(U)/d).
+// sum of U^2; the tensor's last block sets scale[t] = alpha[t] / max(1, RMS(U)/d). Where
+// a factored tensor's C is a multiple of VEC (16 bytes of T) and g (apply: p too) and its
+// columns are 16-byte aligned, a thread takes groups q = tid, tid + BLOCK, ... of VEC
+// elements (one row each: one row moment, one 16-byte load of g, col and p); else single
+// elements tid, tid + BLOCK, ... (the single-element loops were bound by their
+// instruction count on the H200, not by memory: NOTES.md).
 template <typename T, int WARP, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 tessera_adafactor_usq(const long long *items, const long long *tinfo, const long long *ptrs,
@@ -422,6 +427,7 @@ tessera_adafactor_usq(const long long *items, const long long *tinfo, const long
                       const double *alpha, double *scale, const int *skip)
 {
     using namespace tessera;
+    constexpr int VEC = 16 / sizeof(T);
     __shared__ T red[BLOCK / WARP];
     __shared__ int last;
     if (skip != nullptr && *skip != 0) return;
@@ -437,11 +443,27 @@ tessera_adafactor_usq(const long long *items, const long long *tinfo, const long
         const T *row = table_ptr<const T>(ptrs, ntensors, 2, t) + b * R;
         const T *col = table_ptr<const T>(ptrs, ntensors, 3, t) + b * C;
         const T rm = rmean[ti[TI_RM_BASE] + b];
-        Walker w(lo - b * RC + threadIdx.x, C, BLOCK);
-        for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next()) {
-            const T u = adafactor_u(g[lo + i], div_rn(mul(row[w.r], col[w.c]), rm), e1sq,
-                                    maximize);
-            s = add(s, mul(u, u));
+        if (C % VEC == 0 && aligned16(g + lo) && aligned16(col)) {
+            // groups of VEC elements, each in one row (C and lo are multiples of VEC)
+            const vec16<T> *gv = reinterpret_cast<const vec16<T> *>(g + lo);
+            Walker w(lo - b * RC + threadIdx.x * VEC, C, BLOCK * VEC);
+            for (long long q = threadIdx.x; q < cnt / VEC; q += BLOCK, w.next()) {
+                const vec16<T> gq = gv[q], cq = *reinterpret_cast<const vec16<T> *>(col + w.c);
+                const T rq = row[w.r];
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const T u = adafactor_u(gq.v[e], div_rn(mul(rq, cq.v[e]), rm), e1sq,
+                                            maximize);
+                    s = add(s, mul(u, u));
+                }
+            }
+        } else {
+            Walker w(lo - b * RC + threadIdx.x, C, BLOCK);
+            for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next()) {
+                const T u = adafactor_u(g[lo + i], div_rn(mul(row[w.r], col[w.c]), rm), e1sq,
+                                        maximize);
+                s = add(s, mul(u, u));
+            }
         }
     } else {
         const T *var = table_ptr<const T>(ptrs, ntensors, 4, t);
@@ -469,6 +491,7 @@ tessera_adafactor_apply(const long long *items, const long long *tinfo, const lo
                         const T *rmean, const double *scale, const int *skip)
 {
     using namespace tessera;
+    constexpr int VEC = 16 / sizeof(T);
     if (skip != nullptr && *skip != 0) return;
     const long long *it = items + 4 * (long long)blockIdx.x;
     const long long t = it[0] & 0xffffffffLL, lo = it[1], cnt = it[2];
@@ -483,12 +506,31 @@ tessera_adafactor_apply(const long long *items, const long long *tinfo, const lo
         const T *row = table_ptr<const T>(ptrs, ntensors, 2, t) + b * R;
         const T *col = table_ptr<const T>(ptrs, ntensors, 3, t) + b * C;
         const T rm = rmean[ti[TI_RM_BASE] + b];
-        Walker w(lo - b * RC + threadIdx.x, C, BLOCK);
-        for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next()) {
-            const T u = adafactor_u(g[lo + i], div_rn(mul(row[w.r], col[w.c]), rm), e1sq,
-                                    maximize);
-            const T pv = decay ? mul(p[lo + i], keep) : p[lo + i];
-            p[lo + i] = sub(pv, mul(u, sc));
+        if (C % VEC == 0 && aligned16(g + lo) && aligned16(p + lo) && aligned16(col)) {
+            const vec16<T> *gv = reinterpret_cast<const vec16<T> *>(g + lo);
+            vec16<T> *pv = reinterpret_cast<vec16<T> *>(p + lo);
+            Walker w(lo - b * RC + threadIdx.x * VEC, C, BLOCK * VEC);
+            for (long long q = threadIdx.x; q < cnt / VEC; q += BLOCK, w.next()) {
+                const vec16<T> gq = gv[q], cq = *reinterpret_cast<const vec16<T> *>(col + w.c);
+                vec16<T> pq = pv[q];
+                const T rq = row[w.r];
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const T u = adafactor_u(gq.v[e], div_rn(mul(rq, cq.v[e]), rm), e1sq,
+                                            maximize);
+                    const T pe = decay ? mul(pq.v[e], keep) : pq.v[e];
+                    pq.v[e] = sub(pe, mul(u, sc));
+                }
+                pv[q] = pq;
+            }
+        } else {
+            Walker w(lo - b * RC + threadIdx.x, C, BLOCK);
+            for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next()) {
+                const T u = adafactor_u(g[lo + i], div_rn(mul(row[w.r], col[w.c]), rm), e1sq,
+                                        maximize);
+                const T pv = decay ? mul(p[lo + i], keep) : p[lo + i];
+                p[lo + i] = sub(pv, mul(u, sc));
+            }
         }
     } else {
         const T *var = table_ptr<const T>(ptrs, ntensors, 4, t);

@@ -12,6 +12,8 @@
 //     product and sum rounded, as NumPy's complex multiply rounds them).
 //   conj_mul(a, b): conj(a) * b (a vector dot product's term).
 //   zero<T>(), from_real<T>(r), abs2(a) (|a|^2 as a real), scale(a, r) (a * real r).
+//   vec16<T>: the 16 / sizeof(T) consecutive elements of one 16-byte load or store;
+//     aligned16(p): whether p may be read as vec16 (its address a multiple of 16).
 // Layout: none (element arithmetic only).
 // Launch geometry: none.
 // Accumulation: the callers choose (each kernel file says).
@@ -37,6 +39,15 @@ struct __align__(8) cfloat {
 struct __align__(16) cdouble {
     double re, im;
 };
+
+template <typename T> struct __align__(16) vec16 {
+    T v[16 / sizeof(T)];
+};
+
+__device__ __forceinline__ bool aligned16(const void *p)
+{
+    return (reinterpret_cast<unsigned long long>(p) & 15ULL) == 0;
+}
 
 template <typename T> struct real_of { typedef T type; };
 template <> struct real_of<cfloat> { typedef float type; };
