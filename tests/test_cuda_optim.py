@@ -165,7 +165,7 @@ def test_adam_matches_numpy(dtype, op, config):
 # factored (2+ dims: batches, one row, one column, wide, tall, empty rows or columns) and
 # unfactored (0-d, 1-d) tensors
 AF_SHAPES = [(), (1,), (7,), (3, 5), (2, 3, 4), (33, 65), (3, 1, 17), (64, 1), (1, 70),
-             (0, 5), (4, 0), (300, 2100), (4097,), (BIG,)]
+             (0, 5), (4, 0), (300, 2100), (4097,), (BIG,), (2, 37, 1030), (0, 1500)]
 
 
 def _adafactor_state(rng, shape, dtype):
@@ -261,7 +261,8 @@ def test_adafactor_vector_and_single_element_paths_agree(dtype):
 def test_adafactor_layout_covers_every_element_once():
     """The host's work items: update items cover each element once and never cross a
     batch; row and column items cover every row and column; slots are consecutive."""
-    shapes = [(), (5,), (2, 3, 4), (3000, 7), (1, 9000), (0, 4), (2, 0), (4097,)]
+    shapes = [(), (5,), (2, 3, 4), (3000, 7), (1, 9000), (0, 4), (2, 0), (4097,),
+              (3, 37, 1030), (0, 2048), (2, 0, 4096)]
     lay = cu_optim.adafactor_layout(shapes, 32)
     kinds = lay.stats[:, 0] >> 32
     tens = lay.stats[:, 0] & 0xFFFFFFFF
@@ -281,11 +282,24 @@ def test_adafactor_layout_covers_every_element_once():
             B, R, C = cu_optim.factored_dims(shape)
             if n:  # each update item inside one batch
                 assert np.all((upd[:, 1] // (R * C)) == ((upd[:, 1] + upd[:, 2] - 1) // (R * C)))
-            rows = lay.stats[(kinds == cu_optim.K_ROWS) & (tens == t)]
+            tiled = C >= cu_optim.TILE_MIN_C and R > 0
+            row_kind = cu_optim.K_TILE if tiled else cu_optim.K_ROWS
+            rows = lay.stats[(kinds == row_kind) & (tens == t)]
             got = np.concatenate([np.arange(r0, r0 + nr) for _, r0, nr, _ in rows]) \
                 if rows.size else np.zeros(0, np.int64)
             np.testing.assert_array_equal(np.sort(got), np.arange(B * R))
-            cols = lay.stats[(kinds == cu_optim.K_COLS) & (tens == t)]
+            if tiled:  # tiles inside one batch; column-sum slots consecutive per tile
+                assert np.all(rows[:, 2] <= cu_optim.TILE_ROWS)
+                assert np.all(rows[:, 1] // R == (rows[:, 1] + rows[:, 2] - 1) // R)
+                assert info[11] == -(-R // cu_optim.TILE_ROWS)
+                np.testing.assert_array_equal(rows[:, 3], info[10] + C * np.arange(len(rows)))
+                assert info[10] % 4 == 0 and info[10] + C * len(rows) <= lay.n_cp
+                kinds2 = lay.rmean[:, 0] >> 32
+                cols = lay.rmean[(kinds2 == cu_optim.K_CFIN)
+                                 & ((lay.rmean[:, 0] & 0xFFFFFFFF) == t)]
+                assert not np.any((kinds == cu_optim.K_COLS) & (tens == t))
+            else:
+                cols = lay.stats[(kinds == cu_optim.K_COLS) & (tens == t)]
             got = np.concatenate([b * C + np.arange(c0, c0 + nc) for _, b, c0, nc in cols]) \
                 if cols.size else np.zeros(0, np.int64)
             np.testing.assert_array_equal(np.sort(got), np.arange(B * C))

@@ -112,8 +112,6 @@ PINS = {
         "threadIdx.x / TC;",
         "for (long long r = ry; r < R; r += RL) s = add(s, mul(gb[r * C], gb[r * C]));",
         "for (int j = 1; j < RL; ++j) tot = add(tot, red[j * TC + cx]);",
-        "for (long long i = threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], "
-        "p[lo + i]));",
         "for (long long j = threadIdx.x; j < total; j += BLOCK) acc = add(acc, vp[j]); return "
         "block_sum<WARP, BLOCK>(acc, scratch);",
         "const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP; for (long long base = 0; "
@@ -123,6 +121,16 @@ PINS = {
         "c += dc; r += dr; if (c >= C) { c -= C; r += 1; }",
         "Walker w(lo - b * RC + threadIdx.x, C, BLOCK);",
         "if (C % VEC == 0 && aligned16(g + lo) && aligned16(col)) {",
+        "for (long long q = threadIdx.x; q < C / VEC; q += BLOCK) {",
+        "const vec16<T> v = reinterpret_cast<const vec16<T> *>(gt + r * C)[q];",
+        "for (long long c = threadIdx.x; c < C; c += BLOCK) {",
+        "const T v = warp_sum<WARP>(rs[r]); if (lane == 0) red[r * (BLOCK / WARP) + w] = v;",
+        "for (int j = 1; j < BLOCK / WARP; ++j) tot = add(tot, red[r * (BLOCK / WARP) + j]);",
+        "for (int e = 0; e < VEC; ++e) s = add(s, mul(v.v[e], v.v[e]));",
+        "for (long long i = i0 + threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], "
+        "p[lo + i]));",
+        "for (long long k = ry; k < tpb; k += RL) s = add(s, cp[k * C]);",
+        "for (int j = 1; j < RL; ++j) tot = add(tot, red[j * COL_TILE + cx]);",
         "Walker w(lo - b * RC + threadIdx.x * VEC, C, BLOCK * VEC); for (long long q = "
         "threadIdx.x; q < cnt / VEC; q += BLOCK, w.next()) {",
     ],
@@ -541,16 +549,29 @@ def _walk(local, C, block, count):
     return out
 
 
-def _block_partials(values, items, block, warp):
+def _block_partials(values, items, block, warp, vec=lambda t: 1):
     """The partial sums of items (t, lo, cnt, slot) over ``values[t]`` (flat): thread i
-    adds lo + i, lo + i + BLOCK, ..., then block_sum."""
+    adds the groups of vec(t) elements i, i + BLOCK, ... (each group's in order), then the
+    elements past the last whole group, lo + groups*vec + i, ... BLOCK apart; then
+    block_sum."""
     parts = {}
     for t, lo, cnt, slot in items:
         v = values[t].ravel()[lo:lo + cnt]
-        runs = -(-cnt // block)
-        padded = np.zeros(runs * block, v.dtype)
-        padded[:cnt] = v
+        w = vec(t)
+        whole = cnt // w * w
         acc = np.zeros(block, v.dtype)
+        per = block * w
+        runs = -(-whole // per)
+        padded = np.zeros(runs * per, v.dtype)
+        padded[:whole] = v[:whole]
+        x = padded.reshape(runs, block, w)
+        for r in range(runs):
+            for e in range(w):
+                acc = acc + x[r, :, e]
+        tail = v[whole:]
+        runs = -(-tail.size // block)
+        padded = np.zeros(runs * block, v.dtype)
+        padded[:tail.size] = tail
         for r in range(runs):
             acc = acc + padded[r * block:(r + 1) * block]
         parts[slot] = block_sum(acc, warp)
@@ -568,7 +589,7 @@ def _sum_parts(parts, base, total, block, warp, dtype):
 
 
 SHAPES = [(3, 5, 70), (130, 17), (1000,), (2, 40, 3), (9000,), (1, 1), (4, 1, 200),
-          (2, 70, 300)]
+          (2, 70, 300), (2, 37, 1030), (20, 1024)]
 
 
 @pytest.mark.parametrize("warp", WIDTHS)
@@ -581,6 +602,7 @@ def test_adafactor_sums(warp, dtype):
     block = cu_optim.BLOCK
     tol = 64 * EPS[dtype]
     rows_mean = {t: np.full(math.prod(s[:-1]), np.nan, dtype) for t, s in enumerate(SHAPES)}
+    colpart = np.full(max(lay.n_cp, 1), np.nan, dtype)
     cols_mean = {t: np.full(math.prod(s[:-2]) * s[-1], np.nan, dtype) if len(s) > 1 else None
                  for t, s in enumerate(SHAPES)}
     for word, i1, i2, i3 in lay.stats:
@@ -603,6 +625,34 @@ def test_adafactor_sums(warp, dtype):
                 s = group_sum(s.reshape(-1, warp), G).ravel()
                 done = (sub == 0) & (r < i2)
                 rows_mean[t][i1 + r[done]] = s[done] / dtype(C)
+        elif kind == cu_optim.K_TILE:
+            # rows i1 .. i1 + i2 of (B*R, C), every column; a thread's columns (16-byte
+            # groups where C allows) tid, tid + BLOCK, ... in order, its column sums over
+            # the tile's rows in row order into the slot i3, its row shares to block_sum
+            B, R, C = cu_optim.factored_dims(shape)
+            g = grads[t].reshape(B * R, C)
+            vec = 16 // np.dtype(dtype).itemsize
+            vec = vec if C % vec == 0 else 1
+            sq = g[i1:i1 + i2] * g[i1:i1 + i2]
+            cs = np.zeros(C, dtype)
+            for r in range(int(i2)):
+                cs = cs + sq[r]
+            colpart[int(i3):int(i3) + C] = cs
+            per = block * vec
+            runs = -(-C // per)
+            for r in range(int(i2)):
+                padded = np.zeros(runs * per, dtype)
+                padded[:C] = sq[r]
+                x = padded.reshape(runs, block, vec)  # x[k, tid, e]: column (k*BLOCK+tid)*vec+e
+                acc = np.zeros(block, dtype)
+                for k in range(runs):
+                    for e in range(vec):
+                        acc = acc + x[k, :, e]
+                shares = warp_sum(acc.reshape(block // warp, warp))[:, 0]
+                tot = shares[0]
+                for j in range(1, block // warp):  # the warps' shares in warp order
+                    tot = dtype(tot + shares[j])
+                rows_mean[t][i1 + r] = tot / dtype(C)
         elif kind == cu_optim.K_COLS:
             B, R, C = cu_optim.factored_dims(shape)
             g = grads[t].reshape(B, R, C)
@@ -622,6 +672,25 @@ def test_adafactor_sums(warp, dtype):
                 for j in range(1, RL):
                     tot = dtype(tot + red[j * TC + x_])
                 cols_mean[t][i1 * C + i2 + x_] = tot / dtype(R)
+    # The column moments of tiled tensors: K_CFIN items of phase 2 over the tiles' sums,
+    # BLOCK / COL_TILE threads per column adding tiles ry, ry + RL, ..., then in thread order.
+    RL = block // cu_optim.COL_TILE
+    for word, b, c0, nc in lay.rmean:
+        if int(word) >> 32 != cu_optim.K_CFIN:
+            continue
+        t = int(word) & 0xFFFFFFFF
+        B, R, C = cu_optim.factored_dims(SHAPES[t])
+        base, tpb = lay.tinfo[t, 10], lay.tinfo[t, 11]
+        for cx in range(int(nc)):
+            c = c0 + cx
+            part = [dtype(0)] * RL
+            for ry in range(RL):
+                for k in range(ry, int(tpb), RL):
+                    part[ry] = dtype(part[ry] + colpart[base + (b * tpb + k) * C + c])
+            tot = part[0]
+            for j in range(1, RL):
+                tot = dtype(tot + part[j])
+            cols_mean[t][b * C + c] = tot / dtype(R)
     for t, s in enumerate(SHAPES):
         if len(s) < 2:
             continue
@@ -631,7 +700,8 @@ def test_adafactor_sums(warp, dtype):
     # The RMS of p: K_PSQ partial sums, then the tensor's sum_parts.
     psq = [(int(w) & 0xFFFFFFFF, lo, cnt, slot) for w, lo, cnt, slot in lay.stats
            if int(w) >> 32 == cu_optim.K_PSQ]
-    parts = _block_partials([p * p for p in params], psq, block, warp)
+    width = 16 // np.dtype(dtype).itemsize  # K_PSQ: 16-byte groups, then the tail
+    parts = _block_partials([p * p for p in params], psq, block, warp, lambda t: width)
     assert sorted(parts) == list(range(lay.n_ps))
     for t, s in enumerate(SHAPES):
         tot = _sum_parts(parts, lay.tinfo[t, 4], lay.tinfo[t, 5], block, warp, dtype)
@@ -640,7 +710,10 @@ def test_adafactor_sums(warp, dtype):
     # The batch means of the row moments: one warp per batch.
     rmean = {}
     lane, w = np.arange(block) % warp, np.arange(block) // warp
-    for t, b0, nb, _ in lay.rmean:
+    for word, b0, nb, _ in lay.rmean:
+        if int(word) >> 32 != cu_optim.K_RMEAN:
+            continue
+        t = int(word)
         B, R, C = cu_optim.factored_dims(SHAPES[t])
         row = rows_mean[t]
         for base in range(0, int(nb), block // warp):
@@ -686,7 +759,12 @@ def test_adafactor_sums(warp, dtype):
                     assert walked == want and all(c + vec <= C for _, c in walked)
         us.append((t, lo, cnt, slot))
     u = [g / np.sqrt(np.maximum(np.abs(g), 1e-3)).astype(g.dtype) for g in grads]
-    parts = _block_partials([v * v for v in u], us, block, warp)
+
+    def u_width(t):  # usq's groups: factored tensors whose C makes whole 16-byte groups
+        s = SHAPES[t]
+        return width if len(s) >= 2 and s[-1] % width == 0 else 1
+
+    parts = _block_partials([v * v for v in u], us, block, warp, u_width)
     for t in range(len(SHAPES)):
         tot = _sum_parts(parts, lay.tinfo[t, 6], lay.tinfo[t, 7], block, warp, dtype)
         ref = (u[t].astype(np.float64) ** 2).sum()

@@ -64,7 +64,12 @@ enum {
 };
 
 // Adafactor's item kinds (upper 32 bits of an item's first word).
-enum { K_ROWS = 1, K_COLS = 2, K_VAR = 3, K_PSQ = 4 };
+// Phase 1: K_ROWS, K_COLS, K_VAR, K_PSQ, K_TILE; phase 2: K_RMEAN, K_CFIN.
+enum { K_RMEAN = 0, K_ROWS = 1, K_COLS = 2, K_VAR = 3, K_PSQ = 4, K_CFIN = 5, K_TILE = 6 };
+
+// Rows per K_TILE item: one pass over them gives their row sums and their partial column
+// sums (the launcher's TILE_ROWS).
+constexpr int TILE_ROWS = 16;
 
 // Adafactor's per-tensor table: tinfo[TI*t + field].
 enum {
@@ -78,7 +83,9 @@ enum {
     TI_US_N = 7,    // their count
     TI_RM_BASE = 8, // first entry of the batch means of the row moments
     TI_FACTORED = 9,
-    TI = 10,
+    TI_CP_BASE = 10, // first element of the K_TILE column partial sums (0: none)
+    TI_TPB = 11,     // K_TILE items (row tiles) per batch (0: K_ROWS and K_COLS items)
+    TI = 12,
 };
 
 __device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
@@ -293,7 +300,9 @@ tessera_nonfinite(const long long *items, const long long *gptrs, int *flags)
 
 // ---- Adafactor ------------------------------------------------------------------------
 
-// Phase 1. Items: K_ROWS (t, first row, rows): the row means of g^2 over the last axis
+// Phase 1. Items: K_TILE (t, first row, rows, column-sum slot) for wide factored tensors
+// (C >= the launcher's TILE_MIN_C: g read once for both moments), see below; otherwise
+// K_ROWS (t, first row, rows): the row means of g^2 over the last axis
 // (row_lanes(C) lanes per row) and row <- lerp(row, mean, rate); K_COLS (t, b, first
 // column, columns): column means over the rows of batch b for up to tile_cols(C) columns
 // (BLOCK / tile_cols(C) threads per column, then their sums in thread order) and col <-
@@ -305,7 +314,7 @@ __global__ void __launch_bounds__(BLOCK)
 tessera_adafactor_stats(const long long *items, const long long *tinfo, const long long *ptrs,
                         const long long ntensors, const int flags, const T wt,
                         const double eps2, const double rho, T *psum, int *counts,
-                        double *alpha, const int *skip)
+                        double *alpha, T *colpart, const int *skip)
 {
     using namespace tessera;
     __shared__ T red[BLOCK];
@@ -351,6 +360,69 @@ tessera_adafactor_stats(const long long *items, const long long *tinfo, const lo
             for (int j = 1; j < RL; ++j) tot = add(tot, red[j * TC + cx]);
             col[b * C + c] = lerp(col[b * C + c], div_rn(tot, (T)R), wt, high);
         }
+    } else if (kind == K_TILE) {
+        // rows [r0, r0 + nr) of one batch (nr <= TILE_ROWS), every column: a thread takes
+        // the columns (or 16-byte groups of them) tid, tid + BLOCK, ..., reading its
+        // column of each row in row order; its column sums go to colpart[it[3] + c] (the
+        // tile's slot), its share of each row sum meets the other threads' in block_sum.
+        constexpr int VEC = 16 / sizeof(T);
+        T *row = table_ptr<T>(ptrs, ntensors, 2, t);
+        const long long r0 = it[1], nr = it[2];
+        const T *gt = g + r0 * C;
+        T *cp = colpart + it[3];
+        T rs[TILE_ROWS];
+#pragma unroll
+        for (int r = 0; r < TILE_ROWS; ++r) rs[r] = zero<T>();
+        if (C % VEC == 0 && aligned16(g) && aligned16(cp)) {
+            for (long long q = threadIdx.x; q < C / VEC; q += BLOCK) {
+                vec16<T> cs;
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) cs.v[e] = zero<T>();
+#pragma unroll
+                for (int r = 0; r < TILE_ROWS; ++r) {
+                    if (r < nr) {
+                        const vec16<T> v = reinterpret_cast<const vec16<T> *>(gt + r * C)[q];
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) {
+                            const T sq = mul(v.v[e], v.v[e]);
+                            rs[r] = add(rs[r], sq);
+                            cs.v[e] = add(cs.v[e], sq);
+                        }
+                    }
+                }
+                reinterpret_cast<vec16<T> *>(cp)[q] = cs;
+            }
+        } else {
+            for (long long c = threadIdx.x; c < C; c += BLOCK) {
+                T cs = zero<T>();
+#pragma unroll
+                for (int r = 0; r < TILE_ROWS; ++r) {
+                    if (r < nr) {
+                        const T v = gt[r * C + c];
+                        const T sq = mul(v, v);
+                        rs[r] = add(rs[r], sq);
+                        cs = add(cs, sq);
+                    }
+                }
+                cp[c] = cs;
+            }
+        }
+        // each warp's share of each row (warp_sum), then thread r < nr adds the warps'
+        // shares of row r in warp order: one barrier for the tile's rows
+        static_assert(TILE_ROWS * (BLOCK / WARP) <= BLOCK, "the row shares fit red");
+        const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+#pragma unroll
+        for (int r = 0; r < TILE_ROWS; ++r) {
+            const T v = warp_sum<WARP>(rs[r]);
+            if (lane == 0) red[r * (BLOCK / WARP) + w] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < nr) {
+            const int r = threadIdx.x;
+            T tot = red[r * (BLOCK / WARP)];
+            for (int j = 1; j < BLOCK / WARP; ++j) tot = add(tot, red[r * (BLOCK / WARP) + j]);
+            row[r0 + r] = lerp(row[r0 + r], div_rn(tot, (T)C), wt, high);
+        }
     } else if (kind == K_VAR) {
         T *var = table_ptr<T>(ptrs, ntensors, 4, t);
         const long long lo = it[1], cnt = it[2];
@@ -362,7 +434,18 @@ tessera_adafactor_stats(const long long *items, const long long *tinfo, const lo
         const T *p = table_ptr<const T>(ptrs, ntensors, 0, t);
         const long long lo = it[1], cnt = it[2], slot = it[3];
         T s = zero<T>();
-        for (long long i = threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], p[lo + i]));
+        constexpr int VEC = 16 / sizeof(T);
+        long long i0 = 0;  // the elements past the 16-byte groups, one at a time
+        if (aligned16(p + lo)) {
+            const vec16<T> *pv = reinterpret_cast<const vec16<T> *>(p + lo);
+            for (long long q = threadIdx.x; q < cnt / VEC; q += BLOCK) {
+                const vec16<T> v = pv[q];
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) s = add(s, mul(v.v[e], v.v[e]));
+            }
+            i0 = cnt / VEC * VEC;
+        }
+        for (long long i = i0 + threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], p[lo + i]));
         s = block_sum<WARP, BLOCK>(s, red);
         if (finish_part(s, psum, slot, counts + t, ti[TI_PS_N], &last)) {
             const T tot = sum_parts<WARP, BLOCK>(psum + ti[TI_PS_BASE], ti[TI_PS_N], red);
@@ -375,19 +458,47 @@ tessera_adafactor_stats(const long long *items, const long long *tinfo, const lo
     }
 }
 
-// Phase 2. Items (t, first batch, batches): one warp per batch b of a factored tensor:
-// rmean[rm_base + b] = max(mean_r row[b, r], eps1) (np.maximum).
+// Phase 2. K_RMEAN items (t, first batch, batches): one warp per batch b of a factored
+// tensor: rmean[rm_base + b] = max(mean_r row[b, r], eps1) (np.maximum). K_CFIN items
+// (t, b, first column, columns <= COL_TILE) of a tensor with K_TILE items: its column
+// moments from the tiles' partial sums, BLOCK / COL_TILE threads per column each adding
+// the tiles k = ry, ry + BLOCK / COL_TILE, ... in order, then their sums in thread order,
+// col <- lerp(col, sum / R, rate).
 template <typename T, int WARP, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 tessera_adafactor_rmean(const long long *items, const long long *tinfo, const long long *ptrs,
-                        const long long ntensors, const T e1, T *rmean, const int *skip)
+                        const long long ntensors, const int flags, const T wt, const T e1,
+                        T *rmean, const T *colpart, const int *skip)
 {
     using namespace tessera;
+    __shared__ T red[BLOCK];
     if (skip != nullptr && *skip != 0) return;
     const long long *it = items + 4 * (long long)blockIdx.x;
-    const long long t = it[0] & 0xffffffffLL, b0 = it[1], nb = it[2];
+    const int kind = (int)(it[0] >> 32);
+    const long long t = it[0] & 0xffffffffLL;
     const long long *ti = tinfo + TI * t;
     const long long R = ti[TI_R];
+    if (kind == K_CFIN) {
+        const long long C = ti[TI_C], tpb = ti[TI_TPB];
+        T *col = table_ptr<T>(ptrs, ntensors, 3, t);
+        constexpr int RL = BLOCK / COL_TILE;
+        const int cx = threadIdx.x % COL_TILE, ry = threadIdx.x / COL_TILE;
+        const long long b = it[1], c = it[2] + cx, nc = it[3];
+        const T *cp = colpart + ti[TI_CP_BASE] + b * tpb * C + c;
+        T s = zero<T>();
+        if (cx < nc)
+            for (long long k = ry; k < tpb; k += RL) s = add(s, cp[k * C]);
+        red[threadIdx.x] = s;
+        __syncthreads();
+        if (ry == 0 && cx < nc) {
+            T tot = red[cx];
+            for (int j = 1; j < RL; ++j) tot = add(tot, red[j * COL_TILE + cx]);
+            col[b * C + c] = lerp(col[b * C + c], div_rn(tot, (T)R), wt,
+                                  (flags & F_LERP_HIGH) != 0);
+        }
+        return;
+    }
+    const long long b0 = it[1], nb = it[2];
     const T *row = table_ptr<const T>(ptrs, ntensors, 2, t);
     const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     for (long long base = 0; base < nb; base += BLOCK / WARP) {  // block-uniform
