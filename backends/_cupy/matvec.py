@@ -31,10 +31,10 @@ float64, complex64 and complex128.
 from __future__ import annotations
 
 import numpy as np
+from tessera_array.backends._common import memo
 from tessera_array.backends._common.checks import vector_pair
 
 from tessera_array import _dtypes
-from tessera_array.backends._common import memo
 
 from . import _kernels
 

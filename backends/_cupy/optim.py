@@ -44,8 +44,8 @@ from tessera_array import _dtypes
 
 from . import _kernels
 
-__all__ = ["BLOCK", "CHUNK", "UPDATE_CHUNK", "adafactor_step", "adam_step", "adamw_step", "nonfinite",
-           "register", "sgd_step"]
+__all__ = ["BLOCK", "CHUNK", "UPDATE_CHUNK", "adafactor_step", "adam_step", "adamw_step",
+           "nonfinite", "register", "sgd_step"]
 
 FILE = "optim.cu"
 BLOCK = 256  # threads per block (a multiple of the warp, at most warp^2)

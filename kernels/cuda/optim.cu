@@ -445,7 +445,8 @@ tessera_adafactor_stats(const long long *items, const long long *tinfo, const lo
             }
             i0 = cnt / VEC * VEC;
         }
-        for (long long i = i0 + threadIdx.x; i < cnt; i += BLOCK) s = add(s, mul(p[lo + i], p[lo + i]));
+        for (long long i = i0 + threadIdx.x; i < cnt; i += BLOCK)
+            s = add(s, mul(p[lo + i], p[lo + i]));
         s = block_sum<WARP, BLOCK>(s, red);
         if (finish_part(s, psum, slot, counts + t, ti[TI_PS_N], &last)) {
             const T tot = sum_parts<WARP, BLOCK>(psum + ti[TI_PS_BASE], ti[TI_PS_N], red);
