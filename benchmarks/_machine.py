@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["cpu_model", "device_info", "git_info", "library_versions", "machine_info"]
+__all__ = ["cpu_model", "device_info", "git_info", "library_versions", "machine_info",
+           "numpy_simd", "simd_text"]
 
 
 def cpu_model() -> str:
@@ -31,6 +32,29 @@ def cpu_model() -> str:
         except OSError:
             pass
     return platform.processor() or platform.machine() or "unknown"
+
+
+def numpy_simd() -> dict:
+    """NumPy's SIMD level on this machine (``numpy.show_config(mode="dicts")``'s "SIMD
+    Extensions"): ``baseline`` (compiled in), ``found`` (dispatched to at run time),
+    ``not found``; an empty dict where this NumPy does not report it. NumPy's float32
+    ``exp`` took 2.5-3.4 ns an element on an AVX2 EPYC and 0.46 ns on an AVX-512 one of
+    the same 2-core kind, so a ratio means little without it."""
+    import numpy as np
+
+    try:
+        info = np.show_config(mode="dicts").get("SIMD Extensions") or {}
+    except Exception:  # older NumPy: no dict mode
+        return {}
+    return {k: list(info.get(k) or ()) for k in ("baseline", "found", "not found")}
+
+
+def simd_text(simd: dict | None) -> str:
+    """``baseline X86_V2; found X86_V3 X86_V4`` (``unknown`` without a record)."""
+    if not simd:
+        return "unknown"
+    return (f"baseline {' '.join(simd.get('baseline') or ()) or 'none'}; "
+            f"found {' '.join(simd.get('found') or ()) or 'none'}")
 
 
 def _memory_gib():
@@ -64,6 +88,7 @@ def machine_info() -> dict:
         "memory_gib": _memory_gib(),
         "load_average": load,
         "hostname": platform.node(),
+        "numpy_simd": numpy_simd(),
     }
 
 

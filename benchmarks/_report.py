@@ -6,6 +6,8 @@ import json
 import math
 from pathlib import Path
 
+from ._machine import simd_text
+
 __all__ = ["format_ns", "markdown", "write_json", "write_plots"]
 
 RESULTS_SCHEMA = 1
@@ -46,7 +48,8 @@ def markdown(doc: dict) -> str:
     commit = (g.get("commit") or "unknown")[:12] + (" (local changes)" if g.get("dirty") else "")
     machine = (
         f"- machine: {m['cpu_model']}, {m['cores_usable']} usable of {m['cores_logical']} "
-        f"cores, {m['platform']}, load average {m.get('load_average')}"
+        f"cores, {m['platform']}, load average {m.get('load_average')}; NumPy SIMD "
+        f"{simd_text(m.get('numpy_simd'))}"
     )
     versions = (
         f"- versions: numpy {v['numpy']}, scipy {v['scipy']}, tessera_array "

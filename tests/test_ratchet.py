@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -379,6 +380,11 @@ def test_cli_record_ratchet_and_exit_codes(tree, tmp_path):
         assert key in res
     md = (out_dir / "numpy-cpu.md").read_text()
     assert "| add |" in md and "## Ratchet" in md and "later: not yet implemented" in md
+    # the machine's NumPy SIMD level, as NumPy reports it, in the JSON and the header
+    simd = np.show_config(mode="dicts")["SIMD Extensions"]
+    assert doc["machine"]["numpy_simd"]["baseline"] == list(simd["baseline"])
+    assert doc["machine"]["numpy_simd"]["found"] == list(simd["found"])
+    assert f"NumPy SIMD baseline {' '.join(simd['baseline'])}; found " in md
 
 
 def test_cli_record_refuses_a_run_with_errors(tree, tmp_path):
