@@ -958,3 +958,7 @@ def check_same_device(func: str, *arrays) -> None:
 # Bound after the class exists: _indexing imports Array from this module.
 from ._indexing import getitem as _getitem
 from ._indexing import setitem as _setitem
+
+from ._numpy_methods import install as _install_numpy_methods  # noqa: E402
+
+_install_numpy_methods(Array)

@@ -84,6 +84,18 @@ class DType:
         """Bytes per element."""
         return self.bits // 8
 
+    @property
+    def type(self) -> type:
+        """NumPy's scalar type of this dtype (``numpy.float64``), as ``numpy.dtype.type``."""
+        return self._np.type
+
+    @property
+    def __numpy_dtype__(self) -> np.dtype:
+        """The NumPy dtype, so that ``numpy.dtype(xp.float64)`` and NumPy's functions taking
+        ``dtype=`` accept tessera's dtypes (as they accept NumPy's scalar types); libraries
+        built on NumPy's dtypes (Dask's meta arrays, pandas) need it."""
+        return self._np
+
 
 bool = DType("bool", "b", 8)
 int8 = DType("int8", "i", 8)
