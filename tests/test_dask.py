@@ -7,14 +7,12 @@ synchronous scheduler here: these tests are about the chunks, not the cluster.
 
 from __future__ import annotations
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 
 import tessera_array as xp
-
-da = pytest.importorskip("dask.array", reason="dask is a test dependency: pip install "
-                         "'dask[array]'")
-import dask  # noqa: E402
 
 RNG = np.random.default_rng(20261202)
 A = RNG.standard_normal((6, 8))
