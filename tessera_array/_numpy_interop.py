@@ -157,11 +157,26 @@ def _ufunc_translated(ufunc, method, inputs, kwargs, dev, label):
     fn = getattr(ns, target, None) if target is not None else None
     if fn is None:
         raise _Unmapped(f"{label} has no tessera_array equivalent")
+    want = None
+    if method == "__call__" and kw.get("dtype") is not None:
+        # NumPy's dtype=: the operands cast to it, the result of that dtype
+        try:
+            want = _dtypes.coerce_dtype(kw["dtype"], "dtype", f"numpy.{label}")
+        except TypeError:  # float16 and the like: NumPy's own business
+            raise _Unmapped(f"dtype={kw['dtype']!r}") from None
+        del kw["dtype"]
     for key, value in kw.items():
         if not _neutral(key, value, _UFUNC_NEUTRAL):
             raise _Unmapped(f"the argument {key}={value!r} is not translated")
     args = [_operand(v, dev, label) for v in inputs]
-    return fn(*args, **extra)
+    if want is None:
+        return fn(*args, **extra)
+    args = [ns.astype(a, want) if a.__class__ is Array and a.dtype != want else a
+            for a in args]
+    result = fn(*args, **extra)
+    if result.__class__ is Array and result.dtype != want:
+        raise _Unmapped(f"dtype={want} for {label}, whose result is {result.dtype}")
+    return result
 
 
 # ---- functions ----------------------------------------------------------------------
@@ -367,15 +382,20 @@ def _round(passed, dev):
 
 def _like(target):
     def run(passed, dev):
-        if passed.get("shape") is not None or passed.get("device") is not None:
-            raise _Unmapped("shape= or device=")
+        if passed.get("device") is not None:
+            raise _Unmapped("device=")
         kw = {}
         if passed.get("dtype") is not None:
             kw["dtype"] = _dtypes.coerce_dtype(passed["dtype"], "dtype", f"numpy.{target}")
-        args = [passed["a"]]
-        if target == "full_like":
-            args.append(passed["fill_value"])
-        return _ns_call(target, *args, **kw)
+        fill = (passed["fill_value"],) if target == "full_like" else ()
+        shape = passed.get("shape")
+        if shape is not None:  # NumPy's shape=: a new array of that shape on a's device
+            a = passed["a"]
+            kw.setdefault("dtype", a.dtype if a.__class__ is Array else
+                          _dtypes.from_native_numpy(np.asarray(a).dtype))
+            shape = (shape,) if isinstance(shape, int) else tuple(shape)
+            return _ns_call(target[:-len("_like")], shape, *fill, device=dev, **kw)
+        return _ns_call(target, passed["a"], *fill, **kw)
 
     return _Fn(run, uses=("dtype", "shape", "device", "fill_value"))
 

@@ -410,6 +410,23 @@ def test_out_numpy_array_on_the_host(device):
     _same(target, np.where(mask, a + 1.0, b), device)
 
 
+def test_ufunc_dtype_and_like_shape_stay_on_the_device(device):
+    """NumPy's dtype= of a ufunc call (the operands cast to it) and shape= of the *_like
+    functions (a new array on the operand's device), as Dask calls them on its chunks."""
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    x = xp.asarray(a, device=device)
+    r = np.add(x, x, dtype=np.float64)
+    assert isinstance(r, xp.Array) and r.dtype == xp.float64 and r.device == device
+    np.testing.assert_array_equal(np.asarray(r.to_device("cpu")), np.add(a, a, dtype=np.float64))
+    z = np.zeros_like(x, shape=(4, 1))
+    assert z.shape == (4, 1) and z.dtype == xp.float32 and z.device == device
+    np.testing.assert_array_equal(np.asarray(z.to_device("cpu")), np.zeros((4, 1)))
+    f = np.full_like(x, 7, shape=3, dtype=np.int32)
+    assert f.dtype == xp.int32 and f.device == device
+    np.testing.assert_array_equal(np.asarray(f.to_device("cpu")), [7, 7, 7])
+    assert np.ones_like(x, shape=()).shape == ()
+
+
 # ---- protocol manners ---------------------------------------------------------------------
 
 
