@@ -80,6 +80,23 @@ def _flatten(self, order="C"):
     return np.ravel(self, order=order).copy()
 
 
+def _item(self, *args):
+    """NumPy's ``ndarray.item``: the element as a Python scalar (``x.item()`` of a
+    one-element array, ``x.item(i)`` / ``x.item(i, j)``); on a device, one read."""
+    import tessera_array as xp
+
+    x = self
+    if args:
+        x = xp.reshape(self, (-1,))[args[0]] if len(args) == 1 else self[tuple(args)]
+    if x.size != 1:
+        raise ValueError(f"item: only an array of one element converts to a Python scalar. "
+                         f"Received: an array of shape {self.shape}")
+    x = xp.reshape(x, ())
+    kind = x.dtype.kind
+    return (bool if kind == "b" else int if kind in "iu" else float if kind == "f"
+            else complex)(x)
+
+
 def install(cls) -> None:
     """Set the methods on ``cls`` (the Array class), once, after it is defined."""
     for name, func in METHODS.items():
@@ -89,3 +106,4 @@ def install(cls) -> None:
     cls.reshape = _reshape
     cls.transpose = _transpose
     cls.flatten = _flatten
+    cls.item = _item

@@ -100,6 +100,17 @@ def test_astype_squeeze_any_all_nonzero():
     np.testing.assert_array_equal(_host(i), A[0].nonzero()[0])
 
 
+def test_item_gives_python_scalars(device):
+    x = xp.asarray(A, device=device)
+    assert x[1, 2].item() == A[1, 2].item() and type(x[1, 2].item()) is float
+    assert x.item(5) == A.item(5) and x.item(1, 3) == A.item(1, 3)
+    assert xp.asarray([3], device=device).item() == 3
+    assert type(xp.asarray([3], device=device).item()) is int
+    assert xp.asarray(True, device=device).item() is True
+    with pytest.raises(ValueError, match=r"item: only an array of one element.*\(6, 8\)"):
+        x.item()
+
+
 def test_astype_refuses_what_it_does_not_support():
     x = xp.asarray(A)
     with pytest.raises(ValueError, match=r"astype: only order='K'.*Received: order='F'"):
