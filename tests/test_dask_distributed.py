@@ -1,0 +1,114 @@
+"""tessera chunks on a real Dask cluster: a ``distributed.LocalCluster`` of two worker
+processes (not threads), started here and closed on every path.
+
+The chunks travel to the workers pickled, are computed there by tessera_array, and come
+back as tessera arrays; every result is compared with the same graph computed in this
+process and with NumPy. The last test starts a cluster of its own and checks that none of
+its worker processes outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import tessera_array as xp
+
+RNG = np.random.default_rng(7)
+A = RNG.standard_normal((400, 300))
+WORKERS = 2
+_PIDS: list = []  # the cluster's worker processes, for the leak check
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")
+    try:
+        with Client(cluster) as c:
+            _PIDS[:] = list(c.run(os.getpid).values())
+            yield c
+    finally:
+        cluster.close()
+
+
+def _pid_block(block):
+    """A block of the calling process's id (where a chunk was computed)."""
+    return xp.full((1,), os.getpid(), dtype=xp.int64)
+
+
+def test_the_workers_are_other_processes(client):
+    assert len(_PIDS) == WORKERS and os.getpid() not in _PIDS
+
+
+CASES = {
+    "matmul_sum": (lambda d: (d @ d.T).sum(axis=0), lambda a: (a @ a.T).sum(0)),
+    "mean": (lambda d: d.mean(axis=1), lambda a: a.mean(1)),
+    "map_blocks": (lambda d: d.map_blocks(xp.tanh), lambda a: np.tanh(a)),
+    "rechunk": (lambda d: d.rechunk((400, 100)) * 3.0, lambda a: a * 3.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cluster_results_equal_the_single_process_ones(client, case):
+    dask_op, numpy_op = CASES[case]
+    dx = da.from_array(xp.asarray(A), chunks=(100, 300))
+    got = client.compute(dask_op(dx), sync=True)
+    assert isinstance(got, xp.Array), type(got)
+    with dask.config.set(scheduler="synchronous"):
+        here = dask_op(dx).compute()
+    # the same graph; its tree reductions may pair the chunks in another order: ulps
+    np.testing.assert_allclose(np.asarray(got), np.asarray(here), rtol=1e-14, atol=1e-13)
+    np.testing.assert_allclose(np.asarray(got), numpy_op(A), rtol=1e-12, atol=1e-12)
+
+
+def test_the_chunks_are_computed_on_the_workers(client):
+    dx = da.from_array(xp.asarray(A), chunks=(50, 300))  # 8 chunks
+    pids = client.compute(dx.map_blocks(_pid_block, drop_axis=1, chunks=((1,) * 8,),
+                                        dtype=np.int64), sync=True)
+    assert isinstance(pids, xp.Array)
+    seen = set(np.asarray(pids).tolist())
+    assert seen <= set(_PIDS) and seen, (seen, _PIDS)
+    blocks = client.compute(list(dx.blocks.ravel()), sync=True)
+    assert all(isinstance(b, xp.Array) for b in blocks)
+    np.testing.assert_array_equal(np.asarray(blocks[3]), A[150:200])
+
+
+def test_no_worker_outlives_its_cluster():
+    """A cluster of its own, closed after one computation: each of its worker processes
+    is gone within 30 s of the close."""
+    cluster = LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")
+    try:
+        with Client(cluster) as c:
+            pids = list(c.run(os.getpid).values())
+            dx = da.from_array(xp.asarray(A), chunks=(100, 300))
+            assert isinstance(c.compute(dx.sum(), sync=True), xp.Array)
+    finally:
+        cluster.close()
+    assert len(pids) == WORKERS
+    deadline = time.monotonic() + 30
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _alive(p)]
+        time.sleep(0.2)
+    assert not alive, f"worker processes still running after the cluster closed: {alive}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+    return True
