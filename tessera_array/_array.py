@@ -261,6 +261,20 @@ class Array:
     # ---- indexing ------------------------------------------------------------
 
     def __getitem__(self, key, /) -> Array:
+        # x[i] (in bounds) and x[a:b] on an array of 1+ dims: the backend's getitem
+        # without the general key handling of _indexing.getitem (one call fewer).
+        cls = key.__class__
+        if cls is int or cls is slice:
+            data = self._data
+            shape = data.shape
+            if shape and (cls is slice or -shape[0] <= key < shape[0]):
+                dev = self._device
+                out = dev.ops.getitem(data, key)
+                obj = _object_new(Array)
+                obj._data = out
+                obj._dtype = self._dtype
+                obj._device = dev
+                return obj
         return _getitem(self, key)
 
     def __setitem__(self, key, value, /) -> None:

@@ -61,9 +61,14 @@ def call_quietly(func, /, *args):
         return func(*args)
 
 
+_ndarray = np.ndarray
+
+
 def getitem(a, key, /):
-    """``a[key]`` as an ndarray (NumPy gives a scalar for an element)."""
-    return _asarray(a[key])
+    """``a[key]`` as an ndarray (NumPy gives a scalar for an element: that one through
+    ``asarray``; a view is returned as it is, ~60 ns sooner)."""
+    r = a[key]
+    return r if r.__class__ is _ndarray else _asarray(r)
 
 
 # ---- reductions: ufunc.reduce with out=... (a 0-d array, never a scalar) -----------------
