@@ -225,6 +225,8 @@ _OUT_DTYPE = {
 
 
 def _one_axis(func: str, op: str, x, n, axis, norm, forward: bool) -> Array:
+    if x.__class__ is not Array and _is_dask(x):
+        return _dask_one_axis(func, op, x, n, axis, norm)
     dev, dt, a = _real_in(func, x) if op is _R2C else _complex_in(func, x)
     shape = a.shape
     ndim = len(shape)
@@ -248,6 +250,43 @@ def _one_axis(func: str, op: str, x, n, axis, norm, forward: bool) -> Array:
         norm = _check_norm(func, norm)
     out = _kernel(func, op, dev, dt)(a, (n,), (axis,), norm, forward)
     return wrap_as(out, _OUT_DTYPE[op](dt), dev)
+
+
+def _is_dask(x) -> _builtin_bool:
+    return type(x).__module__.startswith("dask.array") and type(x).__name__ == "Array"
+
+
+def _dask_one_axis(func: str, op: str, x, n, axis, norm):
+    """A dask array of tessera chunks: the transform of each block along ``axis``, which
+    must be one chunk (as ``dask.array.fft`` asks); the blocks' other axes as they are."""
+    import dask.array as da
+    import numpy as np
+
+    from ._creation_functions import zeros
+
+    ndim = x.ndim
+    if axis.__class__ is not int or not -ndim <= axis < ndim:
+        axis = normalize_axis(func, axis, ndim)
+    axis %= ndim
+    if len(x.chunks[axis]) != 1:
+        raise ValueError(
+            f"{func}: a dask array is transformed block by block, so axis {axis} must be "
+            f"one chunk. Received: chunks along it {x.chunks[axis]}; rechunk with "
+            f"x.rechunk({{{axis}: -1}})"
+        )
+    meta = x._meta
+    if meta.__class__ is not Array:
+        raise TypeError(f"{func}: a dask array must hold tessera arrays (its meta is "
+                        f"{type(meta).__name__}); build it with da.from_array(xp.asarray(...))")
+    fn = globals()[func]
+    m = x.shape[axis]
+    full = (2 * (m - 1) if op is _C2R else m) if n is None else n  # the transform length
+    length = full // 2 + 1 if op is _R2C else full
+    # the output dtype, from one tiny block on the chunks' device
+    probe = fn(zeros((2,), dtype=meta.dtype, device=meta.device))
+    chunks = x.chunks[:axis] + ((length,),) + x.chunks[axis + 1:]
+    return da.map_blocks(lambda b: fn(b, n=n, axis=axis, norm=norm), x, chunks=chunks,
+                         dtype=np.dtype(probe.dtype), meta=probe[:0])
 
 
 # ---- several axes --------------------------------------------------------------------------

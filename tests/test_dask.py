@@ -172,3 +172,40 @@ def test_dask_chunks_are_tessera_arrays():
     blocks = [b.compute() for b in dx.blocks.ravel()]  # every block, in order
     assert len(blocks) == 4 and all(isinstance(b, xp.Array) for b in blocks)
     np.testing.assert_array_equal(np.asarray(dx.blocks[1, 0].compute()), A[3:, :4])
+
+
+# ---- tessera_array.fft on dask arrays --------------------------------------------------------
+
+C = RNG.standard_normal((8, 64)) + 1j * RNG.standard_normal((8, 64))
+R = RNG.standard_normal((8, 64))
+FFT_CASES = {
+    "fft": (lambda d, dr: xp.fft.fft(d), lambda: np.fft.fft(C)),
+    "ifft_n": (lambda d, dr: xp.fft.ifft(d, n=32), lambda: np.fft.ifft(C, n=32)),
+    "rfft_axis0": (lambda d, dr: xp.fft.rfft(dr.rechunk((8, 16)), axis=0, norm="ortho"),
+                   lambda: np.fft.rfft(R, axis=0, norm="ortho")),
+    "irfft": (lambda d, dr: xp.fft.irfft(xp.fft.rfft(dr)), lambda: R),
+    "hfft": (lambda d, dr: xp.fft.hfft(d[:, :33]), lambda: np.fft.hfft(C[:, :33])),
+    "ihfft": (lambda d, dr: xp.fft.ihfft(dr, n=50), lambda: np.fft.ihfft(R, n=50)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FFT_CASES))
+def test_fft_of_dask_arrays_block_by_block(device, case):
+    op, ref = FFT_CASES[case]
+    d = da.from_array(xp.asarray(C, device=device), chunks=(2, 64))
+    dr = da.from_array(xp.asarray(R, device=device), chunks=(2, 64))
+    out = op(d, dr)
+    assert isinstance(out, da.Array) and isinstance(out._meta, xp.Array)
+    got = out.compute()
+    assert isinstance(got, xp.Array) and got.device == device
+    assert got.shape == out.shape and np.dtype(got.dtype) == out.dtype
+    np.testing.assert_allclose(np.asarray(got.to_device("cpu")), ref(), rtol=1e-11,
+                               atol=1e-11)
+
+
+def test_fft_of_dask_arrays_needs_one_chunk_along_the_axis():
+    d = da.from_array(xp.asarray(C), chunks=(2, 32))
+    with pytest.raises(ValueError, match=r"fft: .*axis 1 must be one chunk.*\(32, 32\)"):
+        xp.fft.fft(d)
+    with pytest.raises(TypeError, match=r"rfft: a dask array must hold tessera arrays"):
+        xp.fft.rfft(da.from_array(R, chunks=(2, 64)))
