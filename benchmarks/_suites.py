@@ -168,7 +168,8 @@ SUITES = {
             "cuda_vs_peers",
             "the CUDA backend on an NVIDIA GPU against its peers there: x + y against CuPy, "
             "matvec against cuBLAS gemv, spmv against cuSPARSE, Adam/AdamW/Adafactor steps "
-            "against torch's fused/foreach steps, fft_c2c against cupy.fft",
+            "against torch's fused/foreach steps, nn.linear against torch's addmm, fft_c2c "
+            "against cupy.fft",
             "tessera_array.launchers:launcher",
             "benchmarks.cuda_vs_peers",
             needs=Needs("cuda", gpu=True, vendor="NVIDIA", peers=("cupy",),
