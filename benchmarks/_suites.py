@@ -176,6 +176,15 @@ SUITES = {
                         peer_check=cupy_on_same_gpu),
         ),
         Suite(
+            "cuda_krylov",
+            "cg solves on a CUDA GPU (the persistent cooperative kernel and the generic "
+            "path) against cupyx.scipy.sparse.linalg.cg on the same GPU",
+            "tessera_array.sparse.linalg:cg",
+            "benchmarks.cuda_krylov",
+            needs=Needs("cuda", gpu=True, vendor="NVIDIA", peers=("cupy",),
+                        peer_check=cupy_on_same_gpu),
+        ),
+        Suite(
             "krylov_vs_cupy",
             "cg solves on an OpenCL GPU (fused device steps and the generic path) "
             "against cupyx.scipy.sparse.linalg.cg on the same GPU",

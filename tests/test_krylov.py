@@ -292,6 +292,56 @@ def test_routing_backend_rows(monkeypatch):
     assert {s: dict(row) for s, row in _routing.routing("opencl").items()} == default
 
 
+def test_cuda_cg_routing_row_pinned(monkeypatch):
+    """The CUDA backend's cg row (its persistent kernel's products, measured on the H200:
+    backends/_cupy/cg.py) is registered with that measurement, for cg alone, and only
+    where the build can launch a cooperative kernel (not ROCm through CuPy)."""
+    from tessera_array.backends._cupy import cg as cucg
+    from tessera_array.backends.cuda import CudaBackend
+    from tessera_array.backends.rocm import RocmBackend
+
+    assert dict(cucg.ROUTING) == {"dense": "warp", "csr": "scalar"}
+    assert "H200" in cucg.MEASURED and "2049" in cucg.MEASURED
+    monkeypatch.setattr(_routing, "_backend_rows", {})
+
+    class Registry:
+        def __init__(self):
+            self.ops = []
+
+        def register(self, op, backend, dtypes, launcher, **kw):
+            self.ops.append((op, backend))
+
+        def register_family(self, family, backend, dtypes, names):
+            self.ops.append((family, backend))
+
+    reg = Registry()
+    cucg.register(reg, "cuda")
+    assert reg.ops == [("cg_fused", "cuda")]
+    assert set(_routing.backend_rows("cuda")) == {"cg"}
+    assert _routing.matvec_variant("cg", "csr", "cuda") == "scalar"
+    assert _routing.backend_rows("cuda")["cg"].measured == cucg.MEASURED
+    assert CudaBackend.cooperative_launch and not RocmBackend.cooperative_launch
+
+
+def test_cuda_cg_geometry():
+    """The persistent kernel's grid: the blocks a pass over the rows needs (a warp a row:
+    n warps; a thread a row: n threads), at least one, at most BLOCKS_PER_SM per
+    multiprocessor and never more than stay resident (so a cooperative launch is never
+    trimmed)."""
+    from tessera_array.backends._cupy.cg import BLOCK, BLOCKS_PER_SM, geometry
+
+    assert BLOCK % 32 == 0 and BLOCK <= 1024
+    assert geometry(1, 1, 32, 132, 4) == geometry(0, 32, 32, 132, 4) == 1
+    assert geometry(2049, 32, 32, 132, 4) == -(-2049 * 32 // BLOCK)  # a warp a row
+    assert geometry(2049, 1, 32, 132, 4) == -(-2049 // BLOCK)  # a thread a row
+    assert geometry(2049, 2, 32, 132, 4) == -(-2049 * 2 // BLOCK)
+    big = 1 << 20
+    assert geometry(big, 1, 32, 132, 4) == 132 * min(BLOCKS_PER_SM, 4)
+    assert geometry(big, 1, 32, 132, 1) == 132  # residency caps it
+    assert geometry(big, 1, 32, 132, 8, per_sm=8) == 132 * 8
+    assert geometry(big, 1, 64, 104, 2, per_sm=8) == 208  # a 64-lane wavefront
+
+
 def test_solver_takes_its_backends_row(device, monkeypatch):
     """The solvers read the row of their device's backend."""
     monkeypatch.setattr(_routing, "_backend_rows", {})
@@ -306,8 +356,28 @@ def test_solver_takes_its_backends_row(device, monkeypatch):
     _routing.register_routing(device.backend.name, "cg", {"dense": "warp", "csr": "warp"},
                               measured="a test's row: no measurement")
     a = poisson2d(4)
-    tla.cg(csr_array(a, device=device), xp.asarray(_rhs(16), device=device), maxiter=2)
+    # (the generic loop: a device's fused kernel may form the products itself)
+    _generic_cg(csr_array(a, device=device), xp.asarray(_rhs(16), device=device), maxiter=2)
     assert set(seen) == {("spmv", "warp")}
+    assert _fused_variants(device, monkeypatch, csr_array(a, device=device)) in ([], ["warp"])
+
+
+def _fused_variants(device, monkeypatch, A):
+    """The variants a fused cg solve of ``A`` on ``device`` is handed (FusedOperand.variant
+    of A), or [] where the device has no fused CG."""
+    if not _fused(device):
+        return []
+    got = []
+    real = tla._isolve._fused_cg_for(xp, xp.ones(3, device=device))
+
+    def launcher(x, r, p, Aop, M, atol, maxiter):
+        got.append(Aop.variant)
+        return real(x, r, p, Aop, M, atol, maxiter)
+
+    with monkeypatch.context() as m:
+        m.setattr(tla._isolve, "_fused_cg_for", lambda _xp, _r: launcher)
+        tla.cg(A, xp.asarray(_rhs(A.shape[0]), device=device), maxiter=2)
+    return got
 
 
 def test_routing_resolves_on_device(device):
@@ -333,11 +403,17 @@ def test_solver_uses_routed_variant(device, monkeypatch):
     monkeypatch.setattr("tessera_array.sparse.linalg._interface.lookup", spy)
     a = poisson2d(4)
     b = xp.asarray(_rhs(16), device=device)
-    tla.cg(csr_array(a, device=device), b, maxiter=2)
+    _generic_cg(csr_array(a, device=device), b, maxiter=2)
     assert set(seen) == {("spmv", "scalar")}
     seen.clear()
-    tla.cg(xp.asarray(a.toarray(), device=device), b, maxiter=2)
+    _generic_cg(xp.asarray(a.toarray(), device=device), b, maxiter=2)
     assert set(seen) == {("matvec", "warp")}
+    seen.clear()
+    # a fused solve is handed the same variants with the stored matrix
+    assert _fused_variants(device, monkeypatch, csr_array(a, device=device)) in ([],
+                                                                                 ["scalar"])
+    assert _fused_variants(device, monkeypatch, xp.asarray(a.toarray(), device=device)) in (
+        [], ["warp"])
     seen.clear()
     tla.gmres(csr_array(a, device=device), b, maxiter=1, restart=2)
     assert set(seen) == {("spmv", "warp")}
@@ -878,7 +954,7 @@ def test_cg_without_callback_matches_scipy(device, problem):
     A = _as_form("csr", a, device)
     bt = xp.asarray(b, device=device)
     for products in _products_for(device):
-        fused = problem != "hermitian" and products == "device" and _fused(device)
+        fused = products == "device" and _fused(device, b.dtype)
         for maxiter in (1, 3, None):
             want = _run_scipy("cg", sp.csr_array(a), b, maxiter=maxiter)
             xt, it, rt = tla.cg(A, bt, maxiter=maxiter, products=products, report=True)
@@ -1049,19 +1125,22 @@ def _generic_cg(*args, **kw):
     return tla._isolve._cg(*args, fused=False, **kw)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("form,problem", [("csr", "poisson"), ("dense", "spd"),
-                                          ("linop", "poisson")])
+@pytest.mark.parametrize("dtype,form,problem", [
+    (dt, form, problem) for dt in (np.float64, np.float32)
+    for form, problem in (("csr", "poisson"), ("dense", "spd"), ("linop", "poisson"))
+] + [(dt, form, "hermitian") for dt in (np.complex128, np.complex64)
+     for form in ("csr", "dense")])
 def test_cg_fused_matches_generic(device, monkeypatch, dtype, form, problem):
     """The fused steps against the generic path (the reference): iterates after 1, 3 and
-    10 iterations to 1e-10 (float64) / 1e-5 (float32) of max |x|, the same info and
-    iteration counts, and the converged solution to 1e-6 (float64)."""
+    10 iterations to 1e-10 (float64, complex128) / 1e-5 (float32, complex64) of max |x|,
+    the same info and iteration counts, and the converged solution to 1e-6 (double)."""
     _need_fused(device, dtype)
     a = PROBLEMS[problem]().astype(dtype)
-    b = _rhs(a.shape[0]).astype(dtype)
+    b = _rhs(a.shape[0], complex_=problem == "hermitian").astype(dtype)
     A = _as_form(form, a, device)
     bt = xp.asarray(b, device=device)
-    tol = 1e-10 if dtype == np.float64 else 1e-5
+    double = dtype in (np.float64, np.complex128)
+    tol = 1e-10 if double else 1e-5
     for maxiter in (1, 3, 10):
         xf, infof, rf = tla.cg(A, bt, maxiter=maxiter, report=True)
         xg, infog, rg = _generic_cg(A, bt, maxiter=maxiter, report=True)
@@ -1072,10 +1151,10 @@ def test_cg_fused_matches_generic(device, monkeypatch, dtype, form, problem):
     xf, infof, rf = tla.cg(A, bt, report=True)
     xg, infog, rg = _generic_cg(A, bt, report=True)
     assert infof == infog == 0 and abs(rf.iterations - rg.iterations) <= 1
-    if dtype == np.float64:
+    if double:
         np.testing.assert_allclose(_np(xf), _np(xg), rtol=1e-6, atol=1e-6 * np.abs(_np(xg)).max())
-    r = b - _dense(a) @ _np(xf).astype(np.float64)
-    assert np.linalg.norm(r) <= 1e-5 * np.linalg.norm(b) * (1.01 if dtype == np.float64 else 10)
+    r = b - _dense(a) @ _np(xf).astype(np.complex128 if problem == "hermitian" else np.float64)
+    assert np.linalg.norm(r) <= 1e-5 * np.linalg.norm(b) * (1.01 if double else 10)
 
 
 def test_cg_fused_is_the_path_taken(device, monkeypatch):
@@ -1097,9 +1176,46 @@ def test_cg_fused_is_the_path_taken(device, monkeypatch):
     x, info = tla.cg(csr_array(a, device=device), xp.asarray(b, device=device), M=jacobi)
     assert info == 0
     assert np.linalg.norm(b - a @ _np(x)) <= 1e-5 * np.linalg.norm(b)
-    # A callback (or complex) keeps the generic path, which now refuses.
-    with pytest.raises(AssertionError, match="generic CG path"):
-        tla.cg(csr_array(a, device=device), xp.asarray(b, device=device), callback=print)
+    # A callback keeps the fused path (called after each run); complex keeps the
+    # generic one, which now refuses.
+    seen = []
+    x, info = tla.cg(csr_array(a, device=device), xp.asarray(b, device=device),
+                     callback=seen.append)
+    assert info == 0 and len(seen) > 5
+    if not _fused(device, np.complex128):
+        with pytest.raises(AssertionError, match="generic CG path"):
+            tla.cg(csr_array(a, device=device), xp.asarray(b + 0j, device=device))
+
+
+def test_cg_fused_callback(device):
+    """With a callback the fused path runs check_every iterations between calls (default
+    1: every iteration, as SciPy): the iterates it is given are the generic path's (to
+    rounding), each a copy kept as given; check_every=3 shows every third (and the
+    last); check_every must be an int >= 1."""
+    _need_fused(device)
+    a = poisson2d(12)
+    A = csr_array(a, device=device)
+    b = xp.asarray(_rhs(144), device=device)
+    gen = []
+    xg, ig = _generic_cg(A, b, callback=lambda v: gen.append(_np(v).copy()))
+    fus = []
+    xf, inf = tla.cg(A, b, callback=lambda v: fus.append((v, _np(v).copy())))
+    assert ig == inf == 0 and len(fus) == len(gen) > 10
+    scale = np.abs(gen[-1]).max()
+    for (v, snap), want in zip(fus, gen):
+        np.testing.assert_array_equal(_np(v), snap)  # kept as given
+        np.testing.assert_allclose(snap, want, rtol=0, atol=1e-10 * scale)
+    np.testing.assert_array_equal(_np(xf), fus[-1][1])
+    every = []
+    _, i3 = tla.cg(A, b, callback=lambda v: every.append(_np(v).copy()), check_every=3)
+    assert i3 == 0 and len(every) == -(-len(gen) // 3)
+    for j, snap in enumerate(every[:-1]):
+        np.testing.assert_allclose(snap, gen[3 * j + 2], rtol=0, atol=1e-10 * scale)
+    np.testing.assert_allclose(every[-1], gen[-1], rtol=0, atol=1e-10 * scale)
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ValueError, match=r"cg: check_every must be an int >= 1\. "
+                                             r"Received: check_every="):
+            tla.cg(A, b, callback=print, check_every=bad)
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 63, 257, 1000])
@@ -1151,13 +1267,13 @@ def test_cg_fused_steps_bad_input(device):
     A = _times(device, 2.0)
     v = [xp.asarray(np.ones(8), device=device) for _ in range(3)]
     data = [t._data for t in v]
-    with pytest.raises(TypeError, match="p must be a pyopencl"):
+    with pytest.raises(TypeError, match=r"p must be a (pyopencl\.array\.Array|cupy\.ndarray)"):
         launcher(data[0], data[1], np.ones(8), A, None, 0.0, 5)
     short = xp.asarray(np.ones(7), device=device)._data
     with pytest.raises(ValueError, match="one shape"):
         launcher(data[0], data[1], short, A, None, 0.0, 5)
     f32 = xp.asarray(np.ones(8, np.float32), device=device)._data
-    with pytest.raises(TypeError, match="real floating dtype"):
+    with pytest.raises(TypeError, match="floating dtype"):
         launcher(data[0], data[1], f32, A, None, 0.0, 5)
     two = xp.asarray(np.ones((2, 8)), device=device)._data
     with pytest.raises(ValueError, match="r must be 1-D"):

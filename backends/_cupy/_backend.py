@@ -244,10 +244,12 @@ class CupyBackend:
 
     def register(self, registry) -> None:
         # Imported unguarded: a broken family module fails the load loudly.
-        from . import attention, fft, matvec, optim, philox, sparse
+        from . import attention, cg, fft, matvec, optim, philox, sparse
 
         for family in (matvec, sparse, fft, optim, philox, attention):
             family.register(registry, self.name)
+        if self.cooperative_launch:  # (the persistent CG needs every block resident)
+            cg.register(registry, self.name)
         from ._fallback import register_blas_products
 
         register_blas_products(self._fallback, registry, self.name)

@@ -22,10 +22,11 @@ from tessera_array.kernels import KERNELS_DIR
 
 from ._compile import NAME
 
-__all__ = ["build_count", "device_label", "empty", "function", "include_dir", "use_build",
-           "warp_size"]
+__all__ = ["build_count", "device_label", "empty", "function", "include_dir",
+           "multiprocessors", "use_build", "warp_size"]
 
 _warp = memo("cuda.warp_size")  # device id -> warp size
+_sms = memo("cuda.multiprocessors")  # device id -> multiprocessor count
 _stacks: dict = {}  # backend -> (BuildStack, SourceTree), made once (their memos are registered)
 _build = None  # the loaded CuPy backend (its name, kernel_dirs and dialect), use_build()
 
@@ -84,6 +85,19 @@ def warp_size(device) -> int:
 
         props = cupy.cuda.runtime.getDeviceProperties(device.id)
         hit = _warp[device.id] = int(props["warpSize"])
+    return hit
+
+
+def multiprocessors(device) -> int:
+    """The device's multiprocessor (compute unit) count, read once (CuPy's
+    ``getDeviceProperties`` costs about a millisecond a call)."""
+    hit = _sms.get(device.id)
+    if hit is None:
+        import cupy
+
+        rt = cupy.cuda.runtime
+        hit = _sms[device.id] = int(rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount,
+                                                          device.id))
     return hit
 
 

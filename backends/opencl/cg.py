@@ -35,10 +35,9 @@ The state buffer and the kernels' geometry are described in ``cg.cl``.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from tessera_array.backends._common import memo
+from tessera_array.backends._common.cg import check_k, check_solve, check_vector, report
 
 from tessera_array import _dtypes
 
@@ -52,6 +51,17 @@ WG_MAX = 256  # work-group size on GPUs (a power of two, clamped to the device's
 KMAX = 64  # the most iterations of one run (the history slots of the state buffer)
 _REAL = frozenset(np.dtype(d._np) for d in _dtypes.REAL_FLOATING)
 _setup = memo("opencl.cg.setup")  # (context, dtype) -> GroupSetup of the three kernels
+
+
+def _is_native(a) -> bool:
+    return isinstance(a, _memory.NATIVE)
+
+
+def _layout(a):
+    """None for a 1-D contiguous array at the start of its buffer; else what it is."""
+    if a.ndim != 1 or not a.flags.c_contiguous or a.offset:
+        return f"of shape {a.shape}, strides {a.strides}, offset {a.offset}"
+    return None
 
 
 def _kernels(context, dtype):
@@ -75,30 +85,11 @@ class FusedCG:
     """The device state of one CG solve: see the module docstring."""
 
     def __init__(self, x, r, p, A, M, atol, maxiter):
-        for name, a in (("x", x), ("r", r), ("p", p)):
-            _memory.check_array("cg_fused", name, a)
-            if a.ndim != 1 or not a.flags.c_contiguous or a.offset:
-                raise ValueError(f"cg_fused: {name} must be 1-D, contiguous and start its "
-                                 f"buffer. Received: {name}.shape={a.shape}, "
-                                 f"{name}.strides={a.strides}, {name}.offset={a.offset}")
-        if not (x.shape == r.shape == p.shape):
-            raise ValueError(f"cg_fused: x, r and p must have one shape. Received: "
-                             f"{x.shape}, {r.shape}, {p.shape}")
-        if not (x.dtype == r.dtype == p.dtype) or r.dtype not in _REAL:
-            raise TypeError(f"cg_fused: x, r and p must share one real floating dtype "
-                            f"(float32, float64). Received: {x.dtype}, {r.dtype}, {p.dtype}")
+        check_solve(x, r, p, A, M, atol, maxiter, native="pyopencl.array.Array",
+                    is_native=_is_native, layout=_layout, dtypes=_REAL)
         if not (x.context == r.context == p.context):
             raise ValueError("cg_fused: x, r and p must be in one OpenCL context. "
                              "Received: more than one context")
-        for name, op in (("A", A), ("M", M)):
-            if (op is not None or name == "A") and not callable(getattr(op, "apply", None)):
-                raise TypeError(f"cg_fused: {name} must be a FusedOperand (with apply). "
-                                f"Received: {name}={op!r}")
-        if isinstance(maxiter, bool) or int(maxiter) != maxiter or maxiter < 0:
-            raise ValueError(f"cg_fused: maxiter must be an int >= 0. Received: "
-                             f"maxiter={maxiter!r}")
-        if not float(atol) >= 0:
-            raise ValueError(f"cg_fused: atol must be >= 0. Received: atol={atol!r}")
         from tessera_array.sparse.linalg._fused import stop_threshold
 
         self.queue = _memory.queue_of("cg_fused", r)
@@ -149,12 +140,8 @@ class FusedCG:
 
     def _vector(self, v, what):
         """``v`` as the kernels take it (contiguous, r's dtype and shape, this queue)."""
-        if not isinstance(v, _memory.NATIVE):
-            raise TypeError(f"cg_fused: {what} must be a pyopencl.array.Array. Received: "
-                            f"{type(v).__name__}")
-        if v.dtype != self.dtype or v.shape != self.r.shape:
-            raise ValueError(f"cg_fused: {what} must be a {self.dtype} vector of shape "
-                             f"{self.r.shape}. Received: dtype={v.dtype}, shape={v.shape}")
+        check_vector(v, what, self.dtype, self.r.shape, native="pyopencl.array.Array",
+                     is_native=_is_native)
         self._wait(v)
         if v.offset or not v.flags.c_contiguous:  # (a user operator's view)
             v = v.copy(queue=self.queue)
@@ -194,13 +181,9 @@ class FusedCG:
     def run(self, k: int):
         """Up to ``k`` iterations (at most :data:`KMAX`), then one read: a
         :class:`~tessera_array.sparse.linalg._fused.CGReport`. Synchronizes once."""
-        from tessera_array.sparse.linalg._fused import CGReport, CGStatus
+        from tessera_array.sparse.linalg._fused import CGStatus
 
-        if isinstance(k, bool) or int(k) != k or k < 1:
-            raise ValueError(f"cg_fused: run takes k >= 1 iterations. Received: k={k!r}")
-        if self._finished:
-            raise ValueError("cg_fused: the solve has finished (its last report was not "
-                             "RUNNING); run is not called again")
+        check_k(k, self._finished)
         before = self._done
         steps = min(int(k), KMAX, self.maxiter - before)
         for test in range(steps):
@@ -210,21 +193,10 @@ class FusedCG:
             self._direction(_MODE_FINAL, 0, self.r)
         # sync: the status words and this run's r . r values.
         tail = self.st[_FLAG:_FLAG + _HIST + steps].get(self.queue)
-        status = CGStatus(int(tail[_W_STATUS_D]))
-        if status is CGStatus.RUNNING:
-            tests, iterations = steps, self._done
-        else:
-            self._finished = True
-            stop = int(tail[_W_STOP_AT])
-            if stop < 0:  # the final check
-                tests, iterations = steps, self.maxiter - (0 if status is CGStatus.MAXITER
-                                                           else 1)
-            else:
-                tests = stop + 1
-                iterations = before + stop - (1 if tail[_W_CAUSE] else 0)
-        norms = tuple(math.sqrt(v) if v >= 0 else math.nan
-                      for v in (float(t) for t in tail[_HIST:_HIST + tests]))
-        return CGReport(status, iterations, norms)
+        out = report(tail[_W_STATUS_D], tail[_W_STOP_AT], tail[_W_CAUSE], tail[_HIST:],
+                     steps=steps, before=before, after=self._done, maxiter=self.maxiter)
+        self._finished = out.status is not CGStatus.RUNNING
+        return out
 
 
 def cg_fused(x, r, p, A, M, atol, maxiter) -> FusedCG:

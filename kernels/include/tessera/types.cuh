@@ -11,7 +11,10 @@
 //     double and the complex types (complex mul: (ar*br - ai*bi, ar*bi + ai*br), each
 //     product and sum rounded, as NumPy's complex multiply rounds them).
 //   conj_mul(a, b): conj(a) * b (a vector dot product's term).
-//   zero<T>(), from_real<T>(r), abs2(a) (|a|^2 as a real), scale(a, r) (a * real r).
+//   zero<T>(), from_real<T>(r), real_part(a), abs2(a) (|a|^2 as a real), scale(a, r)
+//     (a * real r).
+//   div(a, b): a / b, correctly rounded for float and double; for the complex types
+//     Smith's algorithm (NumPy's: the larger of |re b|, |im b| divides first).
 //   vec16<T>: the 16 / sizeof(T) consecutive elements of one 16-byte load or store;
 //     aligned16(p): whether p may be read as vec16 (its address a multiple of 16).
 // Layout: none (element arithmetic only).
@@ -139,6 +142,32 @@ __device__ __forceinline__ double abs2(cdouble a)
 {
     return add(mul(a.re, a.re), mul(a.im, a.im));
 }
+
+__device__ __forceinline__ float real_part(float a) { return a; }
+__device__ __forceinline__ double real_part(double a) { return a; }
+__device__ __forceinline__ float real_part(cfloat a) { return a.re; }
+__device__ __forceinline__ double real_part(cdouble a) { return a.re; }
+
+__device__ __forceinline__ float div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div(double a, double b) { return __ddiv_rn(a, b); }
+
+template <typename C> __device__ __forceinline__ C cdiv(C a, C b)
+{
+    typedef decltype(a.re) R;
+    const R abr = b.re < R(0) ? -b.re : b.re, abi = b.im < R(0) ? -b.im : b.im;
+    if (abr >= abi) {
+        if (abr == R(0) && abi == R(0))  // (NumPy: a / |b| part by part: inf or nan)
+            return C{div(a.re, abr), div(a.im, abi)};
+        const R rat = div(b.im, b.re);
+        const R scl = div(R(1), add(b.re, mul(b.im, rat)));
+        return C{mul(add(a.re, mul(a.im, rat)), scl), mul(sub(a.im, mul(a.re, rat)), scl)};
+    }
+    const R rat = div(b.re, b.im);
+    const R scl = div(R(1), add(b.im, mul(b.re, rat)));
+    return C{mul(add(mul(a.re, rat), a.im), scl), mul(sub(mul(a.im, rat), a.re), scl)};
+}
+__device__ __forceinline__ cfloat div(cfloat a, cfloat b) { return cdiv(a, b); }
+__device__ __forceinline__ cdouble div(cdouble a, cdouble b) { return cdiv(a, b); }
 
 }  // namespace tessera
 

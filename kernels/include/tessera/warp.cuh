@@ -7,6 +7,9 @@
 //     i and i + WARP/2, then i + WARP/4, ...; the order is fixed, so results repeat
 //     bit for bit on one device).
 //   tessera::warp_max<WARP>(v): the maximum, in lane 0.
+//   tessera::segment_sum<WARP>(v, width): the sum over each aligned group of width lanes
+//     (width a power of two <= WARP, the same in every lane; a run-time value), in the
+//     group's first lane (the tree of warp_sum within the group; width 1: v itself).
 //   tessera::shfl<WARP>(v, src): every lane reads lane src of its WARP-wide group (a
 //     broadcast when src is the same for all).
 //   tessera::block_sum<WARP, BLOCK>(v, scratch): the sum over the BLOCK threads of a
@@ -76,6 +79,31 @@ template <int WARP, typename T> __device__ __forceinline__ T warp_sum(T v)
 #pragma unroll
     for (int delta = WARP / 2; delta > 0; delta >>= 1)
         v = add(v, shfl_down<WARP>(v, delta));
+    return v;
+}
+
+template <int WARP, typename T> __device__ __forceinline__ T shfl_down_w(T v, int delta, int width)
+{
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+    return __shfl_down(v, delta, width);
+#else
+    static_assert(WARP <= 32, "CUDA warps are 32 lanes wide");
+    return __shfl_down_sync(0xffffffffu, v, delta, width);
+#endif
+}
+template <int WARP> __device__ __forceinline__ cfloat shfl_down_w(cfloat v, int delta, int width)
+{
+    return cfloat{shfl_down_w<WARP>(v.re, delta, width), shfl_down_w<WARP>(v.im, delta, width)};
+}
+template <int WARP> __device__ __forceinline__ cdouble shfl_down_w(cdouble v, int delta, int width)
+{
+    return cdouble{shfl_down_w<WARP>(v.re, delta, width), shfl_down_w<WARP>(v.im, delta, width)};
+}
+
+template <int WARP, typename T> __device__ __forceinline__ T segment_sum(T v, int width)
+{
+    for (int delta = width / 2; delta > 0; delta >>= 1)
+        v = add(v, shfl_down_w<WARP>(v, delta, width));
     return v;
 }
 

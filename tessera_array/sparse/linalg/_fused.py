@@ -1,15 +1,16 @@
 """The contract of the ``cg_fused`` op: a device runs conjugate-gradient iterations itself.
 
-A backend may register op ``cg_fused`` (family ``matvec``) for real floating dtypes. Its
-launcher, a :class:`FusedCGLauncher`, is called once per solve by
-:func:`tessera_array.sparse.linalg.cg` (real ``b``, one right-hand side, no callback,
-``products="device"``)::
+A backend may register op ``cg_fused`` (family ``matvec``) for floating dtypes (the
+OpenCL backend for the real ones, the CUDA backend for all four). Its launcher, a
+:class:`FusedCGLauncher`, is called once per solve by
+:func:`tessera_array.sparse.linalg.cg` (``b`` of a registered dtype, one right-hand
+side, ``products="device"``; a callback is called after each run that moved x)::
 
     solve = launcher(x, r, p, A, M, atol, maxiter)     # FusedCGSolve, or None
     report = solve.run(k)                              # CGReport, after <= k iterations
 
 ``x``, ``r``, ``p``
-    Native 1-D contiguous buffers of one real floating dtype, length and device,
+    Native 1-D contiguous buffers of one floating dtype, length and device,
     owned by the solver: the start ``x`` and its residual ``r = b - A x`` (both updated
     in place: on return ``x`` is the iterate the report describes and ``r`` its
     recurrence residual), and a work vector ``p`` (written before it is read).
@@ -21,7 +22,8 @@ launcher, a :class:`FusedCGLauncher`, is called once per solve by
 ``atol``
     The stopping threshold (a Python float, SciPy's ``max(rtol * ||b||, atol)``):
     iteration ``i`` stops, converged, when ``||r_i|| < atol``, with ``||r_i||`` the square
-    root in float64 of the device's ``r_i . r_i`` (see :func:`stop_threshold`).
+    root in float64 of the device's ``r_i^H r_i`` (a real; see :func:`stop_threshold`,
+    called with the real dtype of a complex system).
 ``maxiter``
     The iteration budget of the whole solve (an int >= 0).
 
@@ -32,11 +34,12 @@ reports RUNNING and is called again), evaluating each stopping test there, and r
 :class:`CGReport`; it reads back to the host once (``# sync``), at its end.
 
 Iteration ``i`` (from 0) is SciPy's cg. Its test, on ``r_i``: the previous step's
-``p^T A p`` not > 0 stops it (INDEFINITE where ``||r_i||`` is finite and ``p^T A p <= 0``,
-else NONFINITE); then ``||r_i|| < atol`` (CONVERGED); then ``||r_i||`` not finite
-(NONFINITE). Unless it stopped, one step: ``z = M r_i`` (or ``r_i``), ``rho_i = r_i . z``;
-``p = z`` (``i = 0``) or ``p = z + (rho_i / rho_{i-1}) p``; ``q = A p``; ``alpha = rho_i /
-(p . q)``; ``x += alpha p`` only where ``p . q > 0``; ``r -= alpha q``. Once ``maxiter``
+``p^H A p`` (its real part) not > 0 stops it (INDEFINITE where ``||r_i||`` is finite and
+``p^H A p <= 0``, else NONFINITE); then ``||r_i|| < atol`` (CONVERGED); then ``||r_i||``
+not finite (NONFINITE). Unless it stopped, one step: ``z = M r_i`` (or ``r_i``), ``rho_i
+= r_i^H z``; ``p = z`` (``i = 0``) or ``p = z + (rho_i / rho_{i-1}) p``; ``q = A p``;
+``alpha = rho_i / (p^H q)``; ``x += alpha p`` only where ``p^H q > 0``; ``r -= alpha q``
+(for a real system ``^H`` is ``^T``). Once ``maxiter``
 steps are done, ``run`` checks the last step's ``p . q`` and reports MAXITER (or
 INDEFINITE / NONFINITE). The report's ``iterations`` is cg's count: ``i`` for a stop at
 test ``i``, ``i - 1`` when it is the previous step's ``p . q`` (that step did not move

@@ -14,13 +14,40 @@ from ..._devices import as_device
 from ..._dispatch import DEFAULT_VARIANT, lookup
 from .._csr import _is_scipy_sparse, csr_array
 
-__all__ = ["LinearOperator", "aslinearoperator"]
+__all__ = ["LinearOperator", "aslinearoperator", "namespace_of"]
 
 
 def _xp():
     import tessera_array
 
     return tessera_array
+
+
+def _is_dask(a) -> bool:
+    return type(a).__module__.startswith("dask.")
+
+
+def namespace_of(a):
+    """The Array API namespace of array ``a``: its own (``__array_namespace__``), or, for
+    a dask array (which has none), array_api_compat's namespace for it."""
+    get = getattr(a, "__array_namespace__", None)
+    if get is not None:
+        return get()
+    if _is_dask(a):
+        try:
+            import array_api_compat
+        except ImportError as err:
+            raise TypeError("a dask array's namespace comes from array_api_compat, which "
+                            "is not installed (pip install array-api-compat)") from err
+        return array_api_compat.array_namespace(a)
+    raise TypeError(f"no Array API namespace for an object of type {type(a).__name__}")
+
+
+def _in_namespace(a, xp) -> bool:
+    """Whether ``a`` is an array of namespace ``xp``."""
+    if hasattr(a, "__array_namespace__"):
+        return a.__array_namespace__() is xp
+    return _is_dask(a) and namespace_of(a) is xp
 
 
 class LinearOperator:
@@ -80,7 +107,7 @@ class LinearOperator:
     def _matvec(self, x):
         if self._fmatvec is not None:
             return self._fmatvec(x)
-        xp = x.__array_namespace__()
+        xp = namespace_of(x)
         return xp.reshape(self._matmat(xp.reshape(x, (-1, 1))), (-1,))
 
     def _rmatvec(self, x):
@@ -93,13 +120,13 @@ class LinearOperator:
     def _matmat(self, X):
         if self._fmatmat is not None:
             return self._fmatmat(X)
-        xp = X.__array_namespace__()
+        xp = namespace_of(X)
         return xp.stack([self.matvec(X[:, j]) for j in range(X.shape[1])], axis=1)
 
     def _rmatmat(self, X):
         if self._frmatmat is not None:
             return self._frmatmat(X)
-        xp = X.__array_namespace__()
+        xp = namespace_of(X)
         return xp.stack([self.rmatvec(X[:, j]) for j in range(X.shape[1])], axis=1)
 
     # ---- the public products ---------------------------------------------------------
@@ -113,7 +140,7 @@ class LinearOperator:
         y = f(x)
         if self.dtype is None:
             self.dtype = y.dtype
-        xp = y.__array_namespace__()
+        xp = namespace_of(y)
         return xp.reshape(y, (m, 1) if x.ndim == 2 else (m,))
 
     def matvec(self, x):
@@ -252,7 +279,7 @@ class _NamespaceOperator(LinearOperator):
             if hasattr(A, "conj") and _is_scipy_sparse(A):
                 self._AH = A.conj().T
             else:
-                xp = A.__array_namespace__()
+                xp = namespace_of(A)
                 self._AH = xp.conj(xp.matrix_transpose(A)) if xp.isdtype(
                     A.dtype, "complex floating") else xp.matrix_transpose(A)
         return self._AH @ x
@@ -299,8 +326,7 @@ def _as_operator(A, *, device=None, variant=DEFAULT_VARIANT, func="aslinearopera
             _check_2d(A, func, name)
             return _DenseOperator(A, v_dense)
     else:
-        if _is_scipy_sparse(A) or (hasattr(A, "__array_namespace__")
-                                   and A.__array_namespace__() is xp):
+        if _is_scipy_sparse(A) or _in_namespace(A, xp):
             _check_2d(A, func, name)
             return _NamespaceOperator(A)
     raise TypeError(

@@ -49,14 +49,16 @@ Synchronization: each iteration reads residual norms back to the host for the
 stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
 SciPy and CuPy do, and solves its small least-squares problem on the host.
 
-Fused CG: on a device that registers ``cg_fused`` (the OpenCL backend), cg without a
-callback on a real system with ``products="device"`` hands its iterations to the
-device (the contract: :mod:`tessera_array.sparse.linalg._fused`), which runs up to k
-of them, stopping test included, per host read. k follows the residual's decay
-(:func:`_steps_per_read`); it is 1 where ``A`` or ``M`` is the caller's callable, since
-a run applies them past the stopping iteration. The generic loop stays the reference
-the fused one is tested against: :func:`_cg`, the solver's core, takes ``fused=False``
-(and ``steps_per_read=k``) for tests and benchmarks.
+Fused CG: on a device that registers ``cg_fused`` for the system's dtype (the OpenCL
+backend: real, four launches an iteration; the CUDA backend: real and complex, one
+persistent cooperative kernel a run), cg with ``products="device"`` hands its iterations to the device (the contract:
+:mod:`tessera_array.sparse.linalg._fused`), which runs up to k of them, stopping test
+included, per host read. k follows the residual's decay (:func:`_steps_per_read`); it is
+1 where ``A`` or ``M`` is the caller's callable, since a run applies them past the
+stopping iteration, and ``check_every`` (default 1) with a callback, which is called
+after each run that moved x (so after every iteration by default, as SciPy calls it).
+The generic loop stays the reference the fused one is tested against: :func:`_cg`, the
+solver's core, takes ``fused=False`` (and ``steps_per_read=k``) for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ from ._interface import (
     _as_operator,
     _CSROperator,
     _DenseOperator,
+    _in_namespace,
+    _is_dask,
     _NamespaceOperator,
+    namespace_of,
 )
 
 __all__ = ["SolveReport", "bicg", "bicgstab", "cg", "cgs", "gmres", "minres"]
@@ -215,12 +220,15 @@ def _device_kernel(xp, v, op):
 
     def call(alpha, x, y, *flags):
         kernel(alpha._data if alpha.__class__ is Array else alpha, x._data, y._data, *flags)
+        return y
 
     return call
 
 
 def _axpy_for(xp, v):
-    """``f(alpha, x, y, subtract=False)``: ``y += alpha * x`` (or ``-=``) in place.
+    """``f(alpha, x, y, subtract=False) -> y``: ``y += alpha * x`` (or ``-=``), in place
+    where the namespace's arrays can be written; callers rebind ``y = f(...)``, so that
+    on a namespace of immutable arrays (dask) the new array is the one used.
 
     On tessera arrays it is the device's registered ``axpy`` kernel (rounded as the
     two-step expression, so iterates stay SciPy's; see backends/numpy/matvec.py); on
@@ -235,13 +243,15 @@ def _axpy_for(xp, v):
             y -= alpha * x
         else:
             y += alpha * x
+        return y
 
     return axpy
 
 
 def _aypx_for(xp, v):
-    """``f(beta, x, y)``: ``y = x + beta * y`` in place, rounded as ``y *= beta; y += x``
-    (SciPy's CG direction update): the registered ``aypx`` kernel, or the expression."""
+    """``f(beta, x, y) -> y``: ``y = x + beta * y`` (in place where it can be), rounded as
+    ``y *= beta; y += x`` (SciPy's CG direction update): the registered ``aypx``
+    kernel, or the expression."""
     kernel = _device_kernel(xp, v, "aypx")
     if kernel is not None:
         return kernel
@@ -249,12 +259,30 @@ def _aypx_for(xp, v):
     def aypx(beta, x, y):
         y *= beta
         y += x
+        return y
 
     return aypx
 
 
+def _device(a):
+    """``a.device``, or None for an array without one (dask: its chunks carry theirs)."""
+    return getattr(a, "device", None)
+
+
+def _settle(xp, *values):
+    """The values of one iteration (vectors and 0-d scalars) ready for the next: on dask,
+    computed now and kept where they are (``dask.persist``: on a distributed cluster, on
+    its workers), so that the task graph does not grow with the iterations; elsewhere,
+    the values themselves."""
+    if values and any(_is_dask(v) for v in values):
+        import dask
+
+        return dask.persist(*values)
+    return values
+
+
 def _fused_cg_for(xp, r):
-    """The device's ``cg_fused`` launcher for tessera ``r`` (real, 1-D), or None."""
+    """The device's ``cg_fused`` launcher for tessera ``r`` (1-D, its dtype), or None."""
     T = _xp_tessera()
     if xp is not T or r.ndim != 1:
         return None
@@ -330,10 +358,12 @@ def _steps_per_read(norms, atol, kmax=_K_MAX):
 
 
 def _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
-              steps_per_read):
+              steps_per_read, callback=None, check_every=1):
     """cg's loop on the device's fused solve (the ``cg_fused`` contract, ``_fused.py``):
     the same stopping test, info codes and report as the generic loop; ``x`` and ``r``
-    are the solver's own arrays, updated in place. None where the launcher declines."""
+    are the solver's own arrays, updated in place. With a callback, runs of
+    ``check_every`` iterations, each followed by ``callback(copy of x)`` where it moved
+    x. None where the launcher declines."""
     p = xp.empty_like(r)
     Aop = _operand(xp, A, matvec, r, "A")
     Mop = None if M is None else _operand(xp, M, psolve, r, "M")
@@ -344,15 +374,21 @@ def _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
     # a callable operator one iteration per read keeps that to one product per solve.
     callable_op = Aop.kind is None or (Mop is not None and Mop.kind is None)
     hist = []
+    out = None
     for _ in range(maxiter + 1):  # (every run advances, so maxiter runs at most finish)
         if steps_per_read is not None:
             k = steps_per_read
         elif callable_op:
             k = 1
+        elif callback is not None:
+            k = check_every
         else:
             k = _steps_per_read(hist, atol)
+        moved = out.iterations if out is not None else 0  # (steps that moved x so far)
         out = solve.run(k)  # sync: one read per run
         hist.extend(out.residual_norms)
+        if callback is not None and out.iterations > moved:
+            callback(xp.asarray(x, copy=True))  # (x moves on in place)
         if out.status != CGStatus.RUNNING:
             break
     else:
@@ -377,12 +413,12 @@ def _make_system(func, A, M, x0, b, *, need_rmatvec=False):
     dtype is the promotion of A's and b's dtypes (non-floating counted as float64).
     """
     T = _xp_tessera()
-    if hasattr(b, "__array_namespace__"):
-        xp = b.__array_namespace__()
+    if hasattr(b, "__array_namespace__") or _is_dask(b):
+        xp = namespace_of(b)
     else:
         xp = T
         b = T.asarray(b)
-    dev = b.device
+    dev = _device(b)
     backend = dev.backend.name if xp is T else None
     variant = {kind: matvec_variant(func, kind, backend) for kind in KINDS}
     op = _as_operator(A, device=dev if xp is T else None, variant=variant, func=func,
@@ -435,13 +471,13 @@ def _make_system(func, A, M, x0, b, *, need_rmatvec=False):
         x = xp.astype(b if M is None else M.matvec(b), xtype, copy=True)
         nonzero = True
     else:
-        if not hasattr(x0, "__array_namespace__") or x0.__array_namespace__() is not xp:
+        if not _in_namespace(x0, xp):
             if xp is T and type(x0).__module__ == "numpy":
                 x0 = T.asarray(x0, device=dev)  # Note: an explicit copy to b's device.
             else:
                 raise TypeError(f"{func}: x0 must be an array of b's namespace. Received: "
                                 f"type(x0)={type(x0).__name__}")
-        if x0.device != dev:
+        if _device(x0) != dev:
             raise ValueError(f"{func}: x0 is on another device than b; move it with "
                              f"to_device(). Received: x0.device={x0.device}, b.device={dev}")
         if tuple(x0.shape) != (n,) and tuple(x0.shape) != (n, 1):
@@ -493,7 +529,7 @@ def _start(func, xp, b, x, nonzero, matvec, rtol, atol, maxiter, vecdot):
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-       report=False, products="device"):
+       report=False, products="device", check_every=1):
     """Solve ``A x = b`` with the Conjugate Gradient method (A Hermitian positive definite).
 
     Same signature, recurrence, stopping test and ``info`` as ``scipy.sparse.linalg.cg``
@@ -517,22 +553,28 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         CSR system equal SciPy's bit for bit on any device, at a host round trip per
         product on an accelerator, and without fused steps (see
         :mod:`tessera_array.sparse.linalg`).
+    check_every : int
+        (tessera) With a callback on a device with fused CG steps: the iterations the
+        device runs between two callbacks (default 1: after every iteration, as SciPy;
+        more reads back less often). Elsewhere the callback follows every iteration.
 
     Notes
     -----
     Synchronizes once per iteration (the residual norm, read with the previous step's
-    curvature), except on a device with fused CG steps (real, one right-hand side, no
-    callback, ``products="device"``): there the device runs up to k iterations per host
-    read, stopping test included, and applies A and M in the iterations of a run that
-    follow its stopping test (their results unused): up to k products past SciPy's
-    count, one where A or M is a callable or a LinearOperator (k is 1 there).
+    curvature), except on a device with fused CG steps for b's dtype (one right-hand
+    side, ``products="device"``): there the device runs up to k iterations per host read
+    (``check_every`` with a callback), stopping test included, and may apply A and M in
+    the iterations of a run that follow its stopping test (their results unused): up to
+    k products past SciPy's count, one where A or M is a callable or a LinearOperator
+    (k is 1 there). With a callback there, a step whose ``p^H A p <= 0`` is not shown
+    to it (x keeps the last good iterate; info -30 follows).
     """
     return _cg(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-               report=report, products=products)
+               report=report, products=products, check_every=check_every)
 
 
 def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-        report=False, products="device", fused=True, steps_per_read=None):
+        report=False, products="device", fused=True, steps_per_read=None, check_every=1):
     """cg's core: :func:`cg`'s arguments, and two seams for tests and benchmarks.
 
     ``fused=False`` runs the generic loop where the device has fused CG steps (the
@@ -540,6 +582,9 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
     solve ``k`` iterations long instead of :func:`_steps_per_read`'s choice.
     """
     _check_products("cg", products)
+    if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 1:
+        raise ValueError(f"cg: check_every must be an int >= 1. Received: "
+                         f"check_every={check_every!r}")
     if getattr(b, "ndim", 1) == 2 and b.shape[1] != 1:
         return _cg_batched(A, b, x0, rtol, atol, maxiter, M, callback, report, products)
     A, M, x, b, xp, nonzero = _make_system("cg", A, M, x0, b)
@@ -554,13 +599,13 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
         r = xp.astype(b, b.dtype, copy=True)  # r is updated in place; b is the caller's
     cplx = xp.isdtype(b.dtype, "complex floating")
     launcher = None
-    if fused and not cplx and callback is None and products == "device":
+    if fused and products == "device":  # (complex where the device registers it)
         launcher = _fused_cg_for(xp, r)
     if launcher is not None:  # (x is _make_system's own array: updated in place)
         if r.dtype != b.dtype:  # (a user operator's result of another dtype)
             r = xp.astype(r, b.dtype)
         done = _cg_fused(xp, launcher, A, M, matvec, psolve, x, r, atol, maxiter, report,
-                         steps_per_read)
+                         steps_per_read, callback, check_every)
         if done is not None:
             return done
     axpy = _axpy_for(xp, r)
@@ -591,7 +636,7 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
                 return _finish(report, x if lazy else x_prev, -30 if bad else -20,
                                iteration - 1, hist)
             if lazy:
-                axpy(alpha, p, x)  # the last iteration's step (p is still that step's)
+                x = axpy(alpha, p, x)  # the last iteration's step (p is still that step's)
         if rnorm < atol:
             return _finish(report, x, 0, iteration, hist)
         if not math.isfinite(rnorm):
@@ -600,7 +645,7 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
             z = r if psolve is None else psolve(r)
             rho_cur = vecdot(r, z)
         if iteration > 0:
-            aypx(rho_cur / rho_prev, z, p)  # p = z + beta * p
+            p = aypx(rho_cur / rho_prev, z, p)  # p = z + beta * p
         else:
             p = xp.astype(z, r.dtype, copy=True)  # z may be r (updated below) or M's
         q = matvec(p)
@@ -610,10 +655,10 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
             # Out of place, but through axpy: the lazy path's rounding (CuPy's complex
             # ``alpha * p`` rounds otherwise; the callback must not change the iterates).
             x_prev = x
-            x = xp.asarray(x, copy=True)
-            axpy(alpha, p, x)
-        axpy(alpha, q, r, True)  # r -= alpha * q
+            x = axpy(alpha, p, xp.asarray(x, copy=True))
+        r = axpy(alpha, q, r, True)  # r -= alpha * q
         rho_prev = rho_cur
+        x, r, p, pq, alpha, rho_prev = _settle(xp, x, r, p, pq, alpha, rho_prev)
         if not lazy:
             callback(x)
     if pq is not None:
@@ -622,7 +667,7 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
             return _finish(report, x if lazy else x_prev, -30 if pqf <= 0 else -20,
                            maxiter - 1, hist)
         if lazy:
-            axpy(alpha, p, x)
+            x = axpy(alpha, p, x)
     return _finish(report, x, maxiter, maxiter, hist)
 
 
@@ -665,7 +710,7 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
     B = B if B.dtype == dt else xp.astype(B, dt)
     _check_finite(xp, B, "cg", "b")
     if x0 is None:
-        X = xp.zeros((n, k), dtype=dt, device=B.device)
+        X = xp.zeros((n, k), dtype=dt, device=_device(B))
         R = B
     else:
         if tuple(x0.shape) != (n, k):
@@ -700,7 +745,7 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
     infos = [0 if v == 0 else None for v in bn]  # None: still iterating
     its = [0] * k
     hists = [[] for _ in range(k)]
-    X = X * xp.asarray([0.0 if v == 0 else 1.0 for v in bn], dtype=dt, device=B.device) \
+    X = X * xp.asarray([0.0 if v == 0 else 1.0 for v in bn], dtype=dt, device=_device(B)) \
         if 0.0 in bn else X
     P = rho_prev = None
     for iteration in range(maxiter):
@@ -728,7 +773,7 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
                 infos[j] = -30 if pqh[j] <= 0 else -20
                 its[j] = iteration
         live = [1.0 if i is None else 0.0 for i in infos]
-        mask = xp.asarray(live, dtype=dt, device=B.device)
+        mask = xp.asarray(live, dtype=dt, device=_device(B))
         safe = xp.where(mask != 0, pq, xp.ones_like(pq))
         alpha = (rho / safe) * mask
         X = X + alpha * P
@@ -829,7 +874,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     ptol_max_factor = 1.0
     ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
     presid = 0.0
-    V = xp.empty((restart + 1, n), dtype=dt, device=b.device)
+    V = xp.empty((restart + 1, n), dtype=dt, device=_device(b))
     # w = M A v is orthogonalized in place (as SciPy does) when it is known to be a
     # fresh array (the library's own operators); a user's matvec or M may return one
     # it keeps (even its input, a row of V), so then the first update is out of place.
@@ -917,7 +962,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
             y[0] = _cdiv(y[0], h[0][0]) if cplx else y[0] / h[0][0]
         # dx = y @ V (vecmat conjugates its vector: conj(y) given; exact)
         yc = [v.conjugate() for v in y] if cplx else y
-        dx = vecmat(xp.asarray(yc, dtype=dt, device=b.device), V[:col + 1, :])
+        dx = vecmat(xp.asarray(yc, dtype=dt, device=_device(b)), V[:col + 1, :])
         if callback_type == "x":
             x = x + dx  # a new array: the callback may keep the one it was given
         else:
@@ -1192,7 +1237,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     rhs2 = tnorm2 = gmax = 0.0
     gmin = float(xp.finfo(b.dtype).max)
     cs, sn = -1.0, 0.0
-    w = xp.zeros(n, dtype=b.dtype, device=b.device)
+    w = xp.zeros(n, dtype=b.dtype, device=_device(b))
     w2 = w
     r2 = r1
     while itn < maxiter:
