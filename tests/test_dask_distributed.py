@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 import time
 
-import dask
-import dask.array as da
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
 
 import tessera_array as xp
+
+# (test extras: .ci/run installs them; a machine without them, say a GPU box, skips these)
+dask = pytest.importorskip("dask")
+pytest.importorskip("distributed")
+import dask.array as da  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
 
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((400, 300))
@@ -63,8 +66,11 @@ def test_cluster_results_equal_the_single_process_ones(client, case):
     assert isinstance(got, xp.Array), type(got)
     with dask.config.set(scheduler="synchronous"):
         here = dask_op(dx).compute()
-    # the same graph; its tree reductions may pair the chunks in another order: ulps
-    np.testing.assert_allclose(np.asarray(got), np.asarray(here), rtol=1e-14, atol=1e-13)
+    # the same graph; its tree reductions may pair the chunks in another order: ulps of
+    # the sums of the terms' magnitudes (numpy_op on |A|), not of the results
+    scale = float(np.abs(numpy_op(np.abs(A))).max())
+    np.testing.assert_allclose(np.asarray(got), np.asarray(here), rtol=1e-14,
+                               atol=2.0**-45 * scale)
     np.testing.assert_allclose(np.asarray(got), numpy_op(A), rtol=1e-12, atol=1e-12)
 
 
