@@ -59,18 +59,18 @@ W_STATUS, W_STOP_AT, W_CAUSE, W_OK, W_RR, W_RHO, W_RHO_PREV, W_PQ, HIST = range(
 _resident = memo("cuda.cg.resident")  # (device id, kernel name) -> resident blocks
 
 # The CUDA row of the matvec routing table for cg (tessera_array/sparse/_routing.py): the
-# products inside this kernel, per iteration on the H200 (CUDA events, medians; the sweep
-# of benchmarks/NOTES.md, "CUDA fused CG"), float32:
+# products inside this kernel, per iteration on the H200 (CUDA events, medians, whole
+# solves of 220 minus 20 iterations; benchmarks/NOTES.md, "CUDA fused CG"), float32:
 #
-#   system                  scalar        warp          cupyx cg (cuBLAS / cuSPARSE)
-#   dense SPD 2049          21.7-22.5 us  2.1-2.5 us    266 us
-#   Poisson 1024^2 CSR      37.7-38.9 us  67-69 us      206 us
+#   system                            scalar        warp          cupyx cg
+#   dense SPD 2049 (q q^T / n + 0.01)  117 us        12.4-12.8 us  298-324 us
+#   Poisson 1024^2 CSR                37.7-38.9 us  67-69 us      206 us
 #
 # so dense rows take a warp (a thread per row reads 4n-byte-strided lanes) and CSR rows
 # a thread (five entries a row leave the lanes of a shared row idle).
 ROUTING = {"dense": "warp", "csr": "scalar"}
-MEASURED = ("H200, fused cg per iteration, float32: dense SPD 2049 warp 2.1-2.5 us, scalar "
-            "21.7-22.5; Poisson 1024^2 CSR scalar 37.7-38.9 us, warp 67-69")
+MEASURED = ("H200, fused cg per iteration, float32: dense SPD 2049 warp 12.4-12.8 us, scalar "
+            "117; Poisson 1024^2 CSR scalar 37.7-38.9 us, warp 67-69")
 
 
 def _cupy():

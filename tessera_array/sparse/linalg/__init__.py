@@ -6,9 +6,13 @@ written once against the namespace of ``b``; the matvec variant each solver uses
 comes from the routing table, :mod:`tessera_array.sparse._routing`. Their dot products
 run on ``b``'s device unless ``products="blas"`` asks for the host BLAS's order
 (SciPy's iterates). See :mod:`tessera_array.sparse.linalg._isolve` for both, and for
-the info codes tessera adds; the ``cg_fused`` contract is in ``_fused.py``.
+the info codes tessera adds; the ``cg_fused`` contract is in ``_fused.py``. On dask
+arrays (``b`` a dask array of tessera chunks) they run through array_api_compat's
+namespace for it, one graph per iteration persisted; :func:`row_block_operator` makes a
+sparse operator over such vectors.
 """
 
+from ._dask import row_block_operator
 from ._interface import LinearOperator, aslinearoperator
 from ._isolve import SolveReport, bicg, bicgstab, cg, cgs, gmres, minres
 
@@ -22,4 +26,5 @@ __all__ = [
     "cgs",
     "gmres",
     "minres",
+    "row_block_operator",
 ]

@@ -159,6 +159,14 @@ def _products(xp, v, products="device"):
     def vecmat(x, a):
         return xp.matmul(xp.conj(x) if cplx else x, a)
 
+    if _is_dask(v):
+        # dask: a product and a sum per chunk, one combining task (array_api_compat's
+        # vecdot for dask is a batched matmul: some twenty tasks of a dozen kinds, each
+        # one more hop through a distributed scheduler)
+        def dask_vecdot(x, y):
+            return ((x.conj() if cplx else x) * y).sum(split_every=64)
+
+        return dask_vecdot, vecmat
     return xp.vecdot, vecmat
 
 
@@ -264,21 +272,74 @@ def _aypx_for(xp, v):
     return aypx
 
 
+class _Basis:
+    """GMRES's Krylov basis: the rows of one (m, n) array written in place, or, for a
+    namespace of immutable arrays (dask), a list of vectors stacked where they are used
+    together."""
+
+    def __init__(self, xp, m, n, dtype, device, listed=False):
+        self.xp, self.listed = xp, listed
+        self.rows = [None] * m if listed else None
+        self.V = None if listed else xp.empty((m, n), dtype=dtype, device=device)
+
+    def set(self, k, v):
+        if self.listed:
+            self.rows[k] = v
+        else:
+            self.V[k, :] = v
+
+    def row(self, k):
+        return self.rows[k] if self.listed else self.V[k, :]
+
+    def first(self, m):
+        """Rows 0 .. m-1 as one (m, n) array."""
+        return self.xp.stack(self.rows[:m]) if self.listed else self.V[:m, :]
+
+
+def _dask_namespace(xp) -> bool:
+    """Whether ``xp`` is array_api_compat's namespace for dask arrays."""
+    return getattr(xp, "__name__", "").startswith("array_api_compat.dask")
+
+
+def _floats_of(*values):
+    return tuple(None if v is None else float(v) for v in values)
+
+
+def _dask_floats(*values):
+    import dask
+
+    got = iter(dask.compute(*[v for v in values if v is not None]))
+    return tuple(None if v is None else float(next(got)) for v in values)
+
+
+def _reader(xp):
+    """``read(*values)``: ``float(v)`` of each value (None stays None), one read of them
+    all on dask (one ``dask.compute``), one each elsewhere."""
+    return _dask_floats if _dask_namespace(xp) else _floats_of
+
+
+def _as_is(*values):
+    return values
+
+
+def _dask_persist(*values):
+    import dask
+
+    return dask.persist(*values)
+
+
+def _settler(xp):
+    """``settle(*values)``: the values of one iteration (vectors and 0-d scalars) ready
+    for the next: on dask, computed now and kept where they are (``dask.persist``: on a
+    distributed cluster, on its workers), so that the task graph does not grow with the
+    iterations; elsewhere the values themselves (chosen once per solve: nothing is
+    asked of the values on the common path)."""
+    return _dask_persist if _dask_namespace(xp) else _as_is
+
+
 def _device(a):
     """``a.device``, or None for an array without one (dask: its chunks carry theirs)."""
     return getattr(a, "device", None)
-
-
-def _settle(xp, *values):
-    """The values of one iteration (vectors and 0-d scalars) ready for the next: on dask,
-    computed now and kept where they are (``dask.persist``: on a distributed cluster, on
-    its workers), so that the task graph does not grow with the iterations; elsewhere,
-    the values themselves."""
-    if values and any(_is_dask(v) for v in values):
-        import dask
-
-        return dask.persist(*values)
-    return values
 
 
 def _fused_cg_for(xp, r):
@@ -617,19 +678,20 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
     # last good iterate when it is not. A callback must see each iterate, so with one
     # x is updated out of place at once and the previous x kept.
     lazy = callback is None
+    settle, read = _settler(xp), _reader(xp)
     rho_prev = p = pq = alpha = x_prev = None
     for iteration in range(maxiter):
         if psolve is None and not cplx:
             # One pass gives both: ||r|| = sqrt(r . r) exactly as numpy.linalg.norm.
             z = r
             rho_cur = vecdot(r, r)
-            rnorm = math.sqrt(float(rho_cur))  # sync: the stopping test (IEEE sqrt, as NumPy)
+            rr, pqf = read(rho_cur, pq)  # sync: the stopping test, the curvature
+            rnorm = math.sqrt(rr)  # (IEEE sqrt, as NumPy)
         else:
-            rnorm = float(_norm(xp, r, vecdot))  # sync: the stopping test
+            rnorm, pqf = read(_norm(xp, r, vecdot), None if pq is None else xp.real(pq))  # sync
         if report:
             hist.append(rnorm)
         if pq is not None:
-            pqf = float(xp.real(pq)) if cplx else float(pq)  # sync: read with rnorm
             if not pqf > 0:
                 # The last step divided by p^H A p <= 0 (or NaN): not positive definite.
                 bad = math.isfinite(rnorm) and pqf <= 0
@@ -658,7 +720,7 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
             x = axpy(alpha, p, xp.asarray(x, copy=True))
         r = axpy(alpha, q, r, True)  # r -= alpha * q
         rho_prev = rho_cur
-        x, r, p, pq, alpha, rho_prev = _settle(xp, x, r, p, pq, alpha, rho_prev)
+        x, r, p, pq, alpha, rho_prev = settle(x, r, p, pq, alpha, rho_prev)
         if not lazy:
             callback(x)
     if pq is not None:
@@ -874,7 +936,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     ptol_max_factor = 1.0
     ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
     presid = 0.0
-    V = xp.empty((restart + 1, n), dtype=dt, device=_device(b))
+    V = _Basis(xp, restart + 1, n, dt, _device(b), listed=_is_dask(b))
     # w = M A v is orthogonalized in place (as SciPy does) when it is known to be a
     # fresh array (the library's own operators); a user's matvec or M may return one
     # it keeps (even its input, a row of V), so then the first update is out of place.
@@ -882,7 +944,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
              and (M is None or isinstance(M, (_DenseOperator, _CSROperator,
                                               _NamespaceOperator))))
     givens = [(1.0, 0.0)] * restart
-    axpy = _axpy_for(xp, V)
+    axpy = _axpy_for(xp, b)
+    settle = _settler(xp)
     inner_iter = 0
     hist = []
     rnorm = math.inf
@@ -897,29 +960,30 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         tmp = float(_norm(xp, v0, vecdot))  # sync
         if owned and v0 is not b:
             v0 *= 1 / tmp  # v0 is this solver's (r, or M r): scaled in place
-            V[0, :] = v0
+            V.set(0, v0)
         else:
-            V[0, :] = v0 * (1 / tmp)
+            V.set(0, v0 * (1 / tmp))
         h = [[0.0] * (restart + 1) for _ in range(restart)]
         S = [0.0] * (restart + 1)
         S[0] = tmp
         breakdown = False
         nonfinite = False
         for col in range(restart):
-            w = psolve(matvec(V[col, :]))
+            w, = settle(psolve(matvec(V.row(col))))
             h0 = float(_norm(xp, w, vecdot))  # sync
             if not math.isfinite(h0):
                 nonfinite = True
                 break
             hcol = h[col]
             for k in range(col + 1):  # modified Gram-Schmidt
-                vk = V[k, :]
+                vk = V.row(k)
                 t = vecdot(vk, w)
                 hcol[k] = _scalar(t, cplx)  # sync
                 if owned or k > 0:
-                    axpy(t, vk, w, True)  # w -= t * vk
+                    w = axpy(t, vk, w, True)  # w -= t * vk
                 else:
                     w = w - t * vk
+                w, = settle(w)
             h1 = float(_norm(xp, w, vecdot))  # sync
             hcol[col + 1] = h1
             if h1 <= eps * h0:
@@ -927,7 +991,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
                 breakdown = True
             else:
                 w *= 1 / h1  # w is this solver's here (updated in place or replaced)
-            V[col + 1, :] = w
+            V.set(col + 1, w)
             for k in range(col):  # apply the previous rotations to the new column
                 c, s = givens[k]
                 n0, n1 = hcol[k], hcol[k + 1]
@@ -962,12 +1026,12 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
             y[0] = _cdiv(y[0], h[0][0]) if cplx else y[0] / h[0][0]
         # dx = y @ V (vecmat conjugates its vector: conj(y) given; exact)
         yc = [v.conjugate() for v in y] if cplx else y
-        dx = vecmat(xp.asarray(yc, dtype=dt, device=_device(b)), V[:col + 1, :])
+        dx = vecmat(xp.asarray(yc, dtype=dt, device=_device(b)), V.first(col + 1))
         if callback_type == "x":
             x = x + dx  # a new array: the callback may keep the one it was given
         else:
             x += dx
-        r = b - matvec(x)
+        x, r = settle(x, b - matvec(x))
         rnorm = float(_norm(xp, r, vecdot))  # sync
         hist.append(rnorm)
         if not math.isfinite(rnorm):
@@ -1009,6 +1073,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     omegatol = rhotol
     rtilde = r
     rho_prev = omega = alpha = p = v = None
+    settle = _settler(xp)
     hist = []
     for iteration in range(maxiter):
         done = _residual_test(xp, r, x, atol, iteration, hist, report, vecdot)  # sync
@@ -1027,10 +1092,11 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         phat = psolve(p)
         v = matvec(phat)
         rv = vecdot(rtilde, v)
+        p, phat, v, rv, rho = settle(p, phat, v, rv, rho)
         if complex(rv) == 0:  # sync
             return _finish(report, x, -11, iteration, hist)
         alpha = rho / rv
-        r = r - alpha * v
+        r, alpha = settle(r - alpha * v, alpha)
         s = r
         snorm = float(_norm(xp, s, vecdot))  # sync
         if snorm < atol:
@@ -1045,6 +1111,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         x = x + omega * shat
         r = r - omega * t
         rho_prev = rho
+        x, r, omega, rho_prev = settle(x, r, omega, rho_prev)
         if callback is not None:
             callback(x)
     return _finish(report, x, maxiter, maxiter, hist)
@@ -1070,6 +1137,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
     rtilde = r
     rho_prev = p = u = q = None
     hist = []
+    settle = _settler(xp)
     for iteration in range(maxiter):
         done = _residual_test(xp, r, x, atol, iteration, hist, report, vecdot)  # sync
         if done is not None:
@@ -1087,6 +1155,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
         phat = psolve(p)
         vhat = matvec(phat)
         rv = vecdot(rtilde, vhat)
+        p, u, vhat, rv, rho_cur = settle(p, u, vhat, rv, rho_cur)
         if complex(rv) == 0:  # sync
             return _finish(report, x, -11, iteration, hist)
         alpha = rho_cur / rv
@@ -1095,6 +1164,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
         x = x + alpha * uhat
         r = b - matvec(x)
         rho_prev = rho_cur
+        x, r, q, rho_prev = settle(x, r, q, rho_prev)
         if callback is not None:
             callback(x)
     return _finish(report, x, maxiter, maxiter, hist)
@@ -1122,6 +1192,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
     rtilde = r
     rho_prev = p = ptilde = None
     hist = []
+    settle = _settler(xp)
     for iteration in range(maxiter):
         done = _residual_test(xp, r, x, atol, iteration, hist, report, vecdot)  # sync
         if done is not None:
@@ -1141,6 +1212,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
         q = matvec(p)
         qtilde = rmatvec(ptilde)
         rv = vecdot(ptilde, q)
+        p, ptilde, q, qtilde, rv, rho_cur = settle(p, ptilde, q, qtilde, rv, rho_cur)
         if complex(rv) == 0:  # sync
             return _finish(report, x, -11, iteration, hist)
         alpha = rho_cur / rv
@@ -1148,6 +1220,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
         r = r - alpha * q
         rtilde = rtilde - xp.conj(alpha) * qtilde
         rho_prev = rho_cur
+        x, r, rtilde, rho_prev = settle(x, r, rtilde, rho_prev)
         if callback is not None:
             callback(x)
     return _finish(report, x, maxiter, maxiter, hist)
@@ -1240,6 +1313,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     w = xp.zeros(n, dtype=b.dtype, device=_device(b))
     w2 = w
     r2 = r1
+    settle = _settler(xp)
     while itn < maxiter:
         itn += 1
         v = (1.0 / beta) * y
@@ -1248,10 +1322,12 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
             y = y - shift * v
         if itn >= 2:
             y = y - (beta / oldb) * r1
+        v, y = settle(v, y)
         alfa = float(vecdot(v, y))  # sync
         y = y - (alfa / beta) * r2
         r1, r2 = r2, y
         y = psolve(r2)
+        r2, y = settle(r2, y)
         oldb = beta
         beta = float(vecdot(r2, y))  # sync
         if not math.isfinite(beta) or not math.isfinite(alfa):
@@ -1277,6 +1353,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         w1, w2 = w2, w
         w = (v - oldeps * w1 - delta * w2) * denom
         x = x + phi * w
+        w, x = settle(w, x)
         gmax = max(gmax, gamma)
         gmin = min(gmin, gamma)
         z = rhs1 / gamma
