@@ -109,7 +109,9 @@ def execute(args, *, suites=None, root=None, timer=None, settings=None,
     backend = device._backend.name
     ctx = SuiteContext(xp=xp, device=device, quick=args.quick)
 
-    names = list(suites) if args.suite == "all" else [args.suite]
+    # (a suite that starts a cluster of processes runs only when named)
+    names = [n for n, s in suites.items() if not s.on_request] if args.suite == "all" \
+        else [args.suite]
     suite_rows, benches = [], []
     for name in names:
         suite = suites[name]

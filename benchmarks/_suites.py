@@ -39,7 +39,8 @@ class Suite:
     None while the suite is not written; ``family`` is the feature it measures,
     ``"module:attribute"``, probed to say whether the feature itself exists yet;
     ``needs``, for a device suite, the device and peer it runs with (None: the
-    suite judges the run's device itself, benchmark by benchmark).
+    suite judges the run's device itself, benchmark by benchmark); ``on_request``:
+    left out of ``--suite all`` (and so of the baselines' ratchet), run when named.
     """
 
     name: str
@@ -47,6 +48,7 @@ class Suite:
     family: str
     module: str | None = None
     needs: Needs | None = field(default=None, kw_only=True)
+    on_request: bool = field(default=False, kw_only=True)
 
     def load(self):
         """The suite's ``benchmarks`` function, or None when not implemented."""
@@ -129,6 +131,16 @@ SUITES = {
             "nn.linear with bias and residual against torch addmm + add on the CPU",
             "tessera_array.nn:linear",
             "benchmarks.linear",
+        ),
+        Suite(
+            "dask_krylov",
+            "cg on dask arrays of tessera chunks over a 2-process LocalCluster against "
+            "the single-process solve and SciPy",
+            "tessera_array.sparse.linalg:row_block_operator",
+            "benchmarks.dask_krylov",
+            # (its ratios are the scheduling of a cluster of processes: reported, never
+            # ratcheted)
+            on_request=True,
         ),
         # ---- device suites ----
         Suite(

@@ -274,10 +274,7 @@ def _dask_one_axis(func: str, op: str, x, n, axis, norm):
             f"one chunk. Received: chunks along it {x.chunks[axis]}; rechunk with "
             f"x.rechunk({{{axis}: -1}})"
         )
-    meta = x._meta
-    if meta.__class__ is not Array:
-        raise TypeError(f"{func}: a dask array must hold tessera arrays (its meta is "
-                        f"{type(meta).__name__}); build it with da.from_array(xp.asarray(...))")
+    meta = _dask_meta(func, x)
     fn = globals()[func]
     m = x.shape[axis]
     full = (2 * (m - 1) if op is _C2R else m) if n is None else n  # the transform length
@@ -327,7 +324,58 @@ def _sizes(func: str, s, axes: tuple, shape: tuple, c2r: bool) -> tuple:
     return tuple(out)
 
 
+def _dask_meta(func: str, x):
+    """The tessera meta array of dask array ``x`` (TypeError if its chunks are not)."""
+    meta = x._meta
+    if meta.__class__ is not Array:
+        raise TypeError(f"{func}: a dask array must hold tessera arrays (its meta is "
+                        f"{type(meta).__name__}); build it with da.from_array(xp.asarray(...))")
+    return meta
+
+
+def _dask_many_axes(func: str, op: str, x, s, axes, norm):
+    """A dask array of tessera chunks: the transform of each block over ``axes``, each
+    of which must be one chunk; the blocks' other axes as they are."""
+    import dask.array as da
+    import numpy as np
+
+    from ._creation_functions import zeros
+
+    ndim = x.ndim
+    if axes is None:
+        if s is not None:
+            raise ValueError(
+                f"{func}: axes must be given when s is given (the standard requires it; "
+                f"NumPy 2 deprecates leaving it out). Received: s={s!r}, axes=None"
+            )
+        axes = tuple(range(ndim))
+    else:
+        axes = _axes(func, axes, ndim)
+    for ax in axes:
+        if len(x.chunks[ax]) != 1:
+            raise ValueError(
+                f"{func}: a dask array is transformed block by block, so axis {ax} must be "
+                f"one chunk. Received: chunks along it {x.chunks[ax]}; rechunk with "
+                f"x.rechunk({{{ax}: -1}})"
+            )
+    meta = _dask_meta(func, x)
+    sizes = _sizes(func, s, axes, tuple(x.shape), op is _C2R)
+    out = list(sizes)
+    if op is _R2C and out:
+        out[-1] = out[-1] // 2 + 1
+    chunks = list(x.chunks)
+    for ax, length in zip(axes, out):
+        chunks[ax] = (length,)
+    fn = globals()[func]
+    probe = fn(zeros((2,) * max(len(axes), 1), dtype=meta.dtype, device=meta.device),
+               axes=tuple(range(len(axes))) or None)
+    return da.map_blocks(lambda b: fn(b, s=sizes, axes=axes, norm=norm), x,
+                         chunks=tuple(chunks), dtype=np.dtype(probe.dtype), meta=probe[:0])
+
+
 def _many_axes(func: str, op: str, x, s, axes, norm, forward: bool) -> Array:
+    if x.__class__ is not Array and _is_dask(x):
+        return _dask_many_axes(func, op, x, s, axes, norm)
     dev, dt, a = _real_in(func, x) if op is _R2C else _complex_in(func, x)
     shape = a.shape
     ndim = len(shape)

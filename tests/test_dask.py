@@ -205,6 +205,37 @@ def test_fft_of_dask_arrays_block_by_block(device, case):
                                atol=1e-11)
 
 
+C3 = RNG.standard_normal((6, 8, 10)) + 1j * RNG.standard_normal((6, 8, 10))
+R3 = RNG.standard_normal((6, 8, 10))
+FFTN_CASES = {
+    "fftn_axes12": (lambda d, dr: xp.fft.fftn(d, axes=(1, 2)),
+                    lambda: np.fft.fftn(C3, axes=(1, 2))),
+    "ifftn_s": (lambda d, dr: xp.fft.ifftn(d, s=(6, 12), axes=(2, 1), norm="ortho"),
+                lambda: np.fft.ifftn(C3, s=(6, 12), axes=(2, 1), norm="ortho")),
+    "rfftn": (lambda d, dr: xp.fft.rfftn(dr, axes=(1, 2)),
+              lambda: np.fft.rfftn(R3, axes=(1, 2))),
+    "irfftn_s": (lambda d, dr: xp.fft.irfftn(xp.fft.rfftn(dr, axes=(1, 2)), s=(8, 10),
+                                             axes=(1, 2)), lambda: R3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FFTN_CASES))
+def test_fftn_of_dask_arrays_block_by_block(device, case):
+    """Transforms over several axes, each one chunk (the first axis in 3 chunks)."""
+    op, ref = FFTN_CASES[case]
+    d = da.from_array(xp.asarray(C3, device=device), chunks=(2, 8, 10))
+    dr = da.from_array(xp.asarray(R3, device=device), chunks=(2, 8, 10))
+    out = op(d, dr)
+    assert isinstance(out, da.Array) and isinstance(out._meta, xp.Array)
+    got = out.compute()
+    assert isinstance(got, xp.Array) and got.device == device
+    assert got.shape == out.shape and np.dtype(got.dtype) == out.dtype
+    np.testing.assert_allclose(np.asarray(got.to_device("cpu")), ref(), rtol=1e-11,
+                               atol=1e-11)
+    with pytest.raises(ValueError, match=r"fftn: .*axis 0 must be one chunk.*\(2, 2, 2\)"):
+        xp.fft.fftn(d)
+
+
 def test_fft_of_dask_arrays_needs_one_chunk_along_the_axis():
     d = da.from_array(xp.asarray(C), chunks=(2, 32))
     with pytest.raises(ValueError, match=r"fft: .*axis 1 must be one chunk.*\(32, 32\)"):
