@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._opencl import needs_dtype
-from .krylov_vs_cupy import _check, _poisson, cg_path
+from .krylov_vs_cupy import _check, _poisson, cg_path, system_pair
 
 __all__ = ["benchmarks"]
 
@@ -69,38 +69,33 @@ def _spd(n, seed=1, shift=1e-2):
     return q @ q.T / n + shift * np.eye(n)
 
 
+def _peer(ctx):
+    """``(cupy, cupyx.scipy.sparse, cupyx.scipy.sparse.linalg)``, or Unavailable (no CuPy,
+    or the run's device is not a cuda one)."""
+    from ._core import Unavailable
+
+    try:
+        import cupy as cp
+        import cupyx.scipy.sparse as csp
+        import cupyx.scipy.sparse.linalg as csla
+    except ImportError as err:
+        raise Unavailable(f"CuPy (the peer) is not installed: {err}") from err
+    if ctx.device.backend_name != "cuda":
+        raise Unavailable(f"cuda_krylov runs on a cuda device. Received: {ctx.device}")
+    return cp, csp, csla
+
+
 def _setup(ctx, kind, size, dtype, fused, iters):
     def setup():
-        from ._core import Unavailable
-
-        try:
-            import cupy as cp
-            import cupyx.scipy.sparse as csp
-            import cupyx.scipy.sparse.linalg as csla
-        except ImportError as err:
-            raise Unavailable(f"CuPy (the peer) is not installed: {err}") from err
-        import scipy.sparse as sp
-
+        cp, _, csla = _peer(ctx)
         import tessera_array as xp
         from tessera_array import launchers
-        from tessera_array.sparse import csr_array
 
         dev = ctx.device
-        if dev.backend_name != "cuda":
-            raise Unavailable(f"cuda_krylov runs on a cuda device. Received: {dev}")
         needs_dtype(dev, dtype)
         path = cg_path(fused)
         host = (_poisson(size) if kind.startswith("poisson") else _spd(size)).astype(dtype)
-        if kind.startswith("poisson"):
-            a_t, a_c = csr_array(host, device=dev), csp.csr_matrix(host)
-        else:
-            a_t, a_c = xp.asarray(host, device=dev), cp.asarray(host)
-        m_t = m_c = None
-        if kind.endswith("jacobi"):  # M = D^-1 as a CSR diagonal on both sides
-            dinv = sp.diags_array(1.0 / host.diagonal()).tocsr().astype(dtype)
-            m_t, m_c = csr_array(dinv, device=dev), csp.csr_matrix(dinv)
-        b = np.random.default_rng(3).standard_normal(host.shape[0]).astype(dtype)
-        b_t, b_c = xp.asarray(b, device=dev), cp.asarray(b)
+        a_t, a_c, m_t, m_c, b_t, b_c = system_pair(kind, host, dtype, dev)
 
         def solve():
             x, _ = path(a_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=m_t)
@@ -120,22 +115,13 @@ def _setup(ctx, kind, size, dtype, fused, iters):
 
 def _batched_setup(ctx, size, k, iters):
     def setup():
-        from ._core import Unavailable
-
-        try:
-            import cupy as cp
-            import cupyx.scipy.sparse as csp
-            import cupyx.scipy.sparse.linalg as csla
-        except ImportError as err:
-            raise Unavailable(f"CuPy (the peer) is not installed: {err}") from err
+        cp, csp, csla = _peer(ctx)
 
         import tessera_array as xp
         from tessera_array import launchers
         from tessera_array.sparse import csr_array
 
         dev = ctx.device
-        if dev.backend_name != "cuda":
-            raise Unavailable(f"cuda_krylov runs on a cuda device. Received: {dev}")
         host = _poisson(size).astype("float32")
         a_t, a_c = csr_array(host, device=dev), csp.csr_matrix(host)
         B = np.random.default_rng(4).standard_normal((host.shape[0], k)).astype("float32")

@@ -72,11 +72,11 @@ def _setup(ctx, size, iters):
             import scipy.sparse.linalg as sla
         except ImportError as err:
             raise Unavailable(f"dask or scipy is not installed: {err}") from err
-        from .krylov_vs_cupy import _poisson
-
         import tessera_array as xp
         from tessera_array.sparse import csr_array
         from tessera_array.sparse import linalg as tla
+
+        from .krylov_vs_cupy import _poisson
 
         if ctx.device.backend_name != "numpy":
             raise Unavailable(f"dask_krylov runs its chunks on the cpu. Received: "

@@ -76,36 +76,46 @@ def _spd(n, seed=1):
     return q @ q.T / n + np.eye(n)
 
 
+def system_pair(kind, host, dtype, dev):
+    """``(A, A_cupy, M, M_cupy, b, b_cupy)`` of one system on both sides: ``host`` (a
+    SciPy CSR matrix for a Poisson ``kind``, else dense) as a tessera matrix on ``dev``
+    and a CuPy one; ``M = D^-1`` as a CSR diagonal on both sides for a ``...jacobi``
+    kind, else None; a random right-hand side."""
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+    import scipy.sparse as sp
+
+    import tessera_array as xp
+    from tessera_array.sparse import csr_array
+
+    if kind.startswith("poisson"):
+        a_t, a_c = csr_array(host, device=dev), csp.csr_matrix(host)
+    else:
+        a_t, a_c = xp.asarray(host, device=dev), cp.asarray(host)
+    m_t = m_c = None
+    if kind.endswith("jacobi"):
+        dinv = sp.diags_array(1.0 / host.diagonal()).tocsr().astype(dtype)
+        m_t, m_c = csr_array(dinv, device=dev), csp.csr_matrix(dinv)
+    b = np.random.default_rng(3).standard_normal(host.shape[0]).astype(dtype)
+    return a_t, a_c, m_t, m_c, xp.asarray(b, device=dev), cp.asarray(b)
+
+
 def _setup(ctx, kind, size, dtype, fused, iters):
     def setup():
         from ._core import Unavailable
 
         try:
             import cupy as cp
-            import cupyx.scipy.sparse as csp
             import cupyx.scipy.sparse.linalg as csla
         except ImportError as err:
             raise Unavailable(f"CuPy (the peer) is not installed: {err}") from err
-        import scipy.sparse as sp
-
-        import tessera_array as xp
         from tessera_array import launchers
-        from tessera_array.sparse import csr_array
 
         dev = ctx.device
         needs_dtype(dev, dtype)
         path = cg_path(fused)
         host = (_poisson(size) if kind.startswith("poisson") else _spd(size)).astype(dtype)
-        if kind.startswith("poisson"):
-            a_t, a_c = csr_array(host, device=dev), csp.csr_matrix(host)
-        else:
-            a_t, a_c = xp.asarray(host, device=dev), cp.asarray(host)
-        m_t = m_c = None
-        if kind.endswith("jacobi"):  # M = D^-1 as a CSR diagonal on both sides
-            dinv = sp.diags_array(1.0 / host.diagonal()).tocsr().astype(dtype)
-            m_t, m_c = csr_array(dinv, device=dev), csp.csr_matrix(dinv)
-        b = np.random.default_rng(3).standard_normal(host.shape[0]).astype(dtype)
-        b_t, b_c = xp.asarray(b, device=dev), cp.asarray(b)
+        a_t, a_c, m_t, m_c, b_t, b_c = system_pair(kind, host, dtype, dev)
 
         def solve():
             x, _ = path(a_t, b_t, rtol=0.0, atol=0.0, maxiter=iters, M=m_t)

@@ -324,6 +324,19 @@ def _sizes(func: str, s, axes: tuple, shape: tuple, c2r: bool) -> tuple:
     return tuple(out)
 
 
+def _transform_axes(func: str, s, axes, ndim: int) -> tuple:
+    """The axes of a transform over several axes: ``axes`` checked, or every axis (where
+    ``s`` is None too: the standard asks for axes with s)."""
+    if axes is None:
+        if s is not None:
+            raise ValueError(
+                f"{func}: axes must be given when s is given (the standard requires it; "
+                f"NumPy 2 deprecates leaving it out). Received: s={s!r}, axes=None"
+            )
+        return tuple(range(ndim))
+    return _axes(func, axes, ndim)
+
+
 def _dask_meta(func: str, x):
     """The tessera meta array of dask array ``x`` (TypeError if its chunks are not)."""
     meta = x._meta
@@ -342,15 +355,7 @@ def _dask_many_axes(func: str, op: str, x, s, axes, norm):
     from ._creation_functions import zeros
 
     ndim = x.ndim
-    if axes is None:
-        if s is not None:
-            raise ValueError(
-                f"{func}: axes must be given when s is given (the standard requires it; "
-                f"NumPy 2 deprecates leaving it out). Received: s={s!r}, axes=None"
-            )
-        axes = tuple(range(ndim))
-    else:
-        axes = _axes(func, axes, ndim)
+    axes = _transform_axes(func, s, axes, ndim)
     for ax in axes:
         if len(x.chunks[ax]) != 1:
             raise ValueError(
@@ -379,15 +384,7 @@ def _many_axes(func: str, op: str, x, s, axes, norm, forward: bool) -> Array:
     dev, dt, a = _real_in(func, x) if op is _R2C else _complex_in(func, x)
     shape = a.shape
     ndim = len(shape)
-    if axes is None:
-        if s is not None:
-            raise ValueError(
-                f"{func}: axes must be given when s is given (the standard requires it; "
-                f"NumPy 2 deprecates leaving it out). Received: s={s!r}, axes=None"
-            )
-        axes = tuple(range(ndim))
-    else:
-        axes = _axes(func, axes, ndim)
+    axes = _transform_axes(func, s, axes, ndim)
     sizes = _sizes(func, s, axes, shape, op is _C2R)
     if norm.__class__ is not str or norm not in _NORMS:
         norm = _check_norm(func, norm)

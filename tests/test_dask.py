@@ -12,7 +12,7 @@ import pytest
 
 # (a test extra: .ci/run installs it; a machine without it, say a GPU box, skips these)
 dask = pytest.importorskip("dask")
-import dask.array as da  # noqa: E402
+import dask.array as da
 
 import tessera_array as xp
 
@@ -191,18 +191,22 @@ FFT_CASES = {
 }
 
 
+def _check_transform(out, want, device):
+    """A lazy dask result of tessera chunks on ``device``, equal to NumPy's ``want``."""
+    assert isinstance(out, da.Array) and isinstance(out._meta, xp.Array)
+    got = out.compute()
+    assert isinstance(got, xp.Array) and got.device == device
+    assert got.shape == out.shape and np.dtype(got.dtype) == out.dtype
+    np.testing.assert_allclose(np.asarray(got.to_device("cpu")), want, rtol=1e-11,
+                               atol=1e-11)
+
+
 @pytest.mark.parametrize("case", sorted(FFT_CASES))
 def test_fft_of_dask_arrays_block_by_block(device, case):
     op, ref = FFT_CASES[case]
     d = da.from_array(xp.asarray(C, device=device), chunks=(2, 64))
     dr = da.from_array(xp.asarray(R, device=device), chunks=(2, 64))
-    out = op(d, dr)
-    assert isinstance(out, da.Array) and isinstance(out._meta, xp.Array)
-    got = out.compute()
-    assert isinstance(got, xp.Array) and got.device == device
-    assert got.shape == out.shape and np.dtype(got.dtype) == out.dtype
-    np.testing.assert_allclose(np.asarray(got.to_device("cpu")), ref(), rtol=1e-11,
-                               atol=1e-11)
+    _check_transform(op(d, dr), ref(), device)
 
 
 C3 = RNG.standard_normal((6, 8, 10)) + 1j * RNG.standard_normal((6, 8, 10))
@@ -225,13 +229,7 @@ def test_fftn_of_dask_arrays_block_by_block(device, case):
     op, ref = FFTN_CASES[case]
     d = da.from_array(xp.asarray(C3, device=device), chunks=(2, 8, 10))
     dr = da.from_array(xp.asarray(R3, device=device), chunks=(2, 8, 10))
-    out = op(d, dr)
-    assert isinstance(out, da.Array) and isinstance(out._meta, xp.Array)
-    got = out.compute()
-    assert isinstance(got, xp.Array) and got.device == device
-    assert got.shape == out.shape and np.dtype(got.dtype) == out.dtype
-    np.testing.assert_allclose(np.asarray(got.to_device("cpu")), ref(), rtol=1e-11,
-                               atol=1e-11)
+    _check_transform(op(d, dr), ref(), device)
     with pytest.raises(ValueError, match=r"fftn: .*axis 0 must be one chunk.*\(2, 2, 2\)"):
         xp.fft.fftn(d)
 

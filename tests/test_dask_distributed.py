@@ -20,8 +20,8 @@ import tessera_array as xp
 # (test extras: .ci/run installs them; a machine without them, say a GPU box, skips these)
 dask = pytest.importorskip("dask")
 pytest.importorskip("distributed")
-import dask.array as da  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+import dask.array as da
+from distributed import Client, LocalCluster
 
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((400, 300))

@@ -20,31 +20,14 @@ from tessera_array.sparse import linalg as tla
 
 sp = pytest.importorskip("scipy.sparse")
 sla = pytest.importorskip("scipy.sparse.linalg")
-
+from _problems import convection_diffusion, poisson2d
 
 # ---- test problems (NumPy / SciPy, float64 or complex128) ---------------------------
-
-
-def poisson2d(k):
-    t = sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)], offsets=[-1, 0, 1])
-    eye = sp.eye_array(k)
-    return (sp.kron(eye, t) + sp.kron(t, eye)).tocsr()
 
 
 def dense_spd(n, seed=1):
     g = np.random.default_rng(seed).standard_normal((n, n))
     return g @ g.T / n + 0.05 * np.eye(n)
-
-
-def convection_diffusion(k, c=(20.0, 10.0)):
-    """Upwind -Laplace(u) + c . grad(u) on a k x k grid: nonsymmetric."""
-    h = 1.0 / (k + 1)
-    d2 = sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)], offsets=[-1, 0, 1])
-    d1 = sp.diags_array([-np.ones(k - 1), np.ones(k)], offsets=[-1, 0])
-    eye = sp.eye_array(k)
-    lap = (sp.kron(eye, d2) + sp.kron(d2, eye)) / h**2
-    conv = (c[0] * sp.kron(eye, d1) + c[1] * sp.kron(d1, eye)) / h
-    return (lap + conv).tocsr()
 
 
 def complex_hermitian(n, seed=2):
@@ -1594,8 +1577,9 @@ def test_device_products_need_no_host_fallback(device, solver):
         pytest.skip(f"{device} has no host fallbacks to refuse")
     import importlib
 
-    from tessera_array import HostFallbackError
     from tessera_array.backends._common.fallback import initial_mode
+
+    from tessera_array import HostFallbackError
 
     set_host_fallback = importlib.import_module(
         f"tessera_array.backends.{device.backend_name}").set_host_fallback

@@ -126,7 +126,7 @@ def _resident_blocks(kernel, name: str, device) -> int:
 class _Stored:
     """An operator's kernel arguments: kind, lanes, val, idx, ptr, ld."""
 
-    __slots__ = ("kind", "lanes", "val", "idx", "ptr", "ld")
+    __slots__ = ("idx", "kind", "lanes", "ld", "ptr", "val")
 
     def __init__(self, kind, lanes=1, val=None, idx=None, ptr=None, ld=0):
         self.kind, self.lanes, self.val, self.idx, self.ptr, self.ld = kind, lanes, val, idx, \
