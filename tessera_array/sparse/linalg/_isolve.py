@@ -38,27 +38,24 @@ the iterates of real systems then equal SciPy's bit for bit on any device (compl
 and a dense A's device gemv, to rounding). On the NumPy backend both settings are the
 host's BLAS: the iterates equal SciPy's bit for bit either way.
 
-Beyond SciPy (tessera only): ``report=True`` returns ``(x, info, SolveReport)``
-(iterations, residual-norm history, a named stop reason); ``cg`` accepts ``b`` of
-shape ``(n, k)``: k independent systems, each stopping on its own test. Results are
-deterministic run to run (the NumPy backend's threaded kernels cut work at fixed
-places, backends/numpy/_threads.py). cg and gmres update their vectors in place where
-SciPy does (the registered ``axpy``/``aypx``), after copying what the caller owns.
+Beyond SciPy (tessera only): ``report=True`` returns ``(x, info, SolveReport)``;
+``cg`` accepts ``b`` of shape ``(n, k)`` (k systems, each stopping on its own test).
+Results are deterministic run to run. Vectors are updated in place where SciPy does
+(the registered ``axpy``/``aypx``), after copying what the caller owns; the update
+helpers return the vector, so on dask arrays (no in-place writes) the loops rebind it,
+and there each iteration is persisted once and its scalars read in one compute.
 
-Synchronization: each iteration reads residual norms back to the host for the
-stopping test (``# sync:`` below); GMRES also reads each Hessenberg entry, as
-SciPy and CuPy do, and solves its small least-squares problem on the host.
+Synchronization: each iteration reads residual norms back to the host for the stopping
+test (``# sync:`` below); GMRES also reads each Hessenberg entry, as SciPy and CuPy do.
 
-Fused CG: on a device that registers ``cg_fused`` for the system's dtype (the OpenCL
-backend: real, four launches an iteration; the CUDA backend: real and complex, one
-persistent cooperative kernel a run), cg with ``products="device"`` hands its iterations to the device (the contract:
-:mod:`tessera_array.sparse.linalg._fused`), which runs up to k of them, stopping test
-included, per host read. k follows the residual's decay (:func:`_steps_per_read`); it is
-1 where ``A`` or ``M`` is the caller's callable, since a run applies them past the
-stopping iteration, and ``check_every`` (default 1) with a callback, which is called
-after each run that moved x (so after every iteration by default, as SciPy calls it).
-The generic loop stays the reference the fused one is tested against: :func:`_cg`, the
-solver's core, takes ``fused=False`` (and ``steps_per_read=k``) for tests and benchmarks.
+Fused CG: on a device that registers ``cg_fused`` for the system's dtype (OpenCL: real,
+four launches an iteration; CUDA: real and complex, one persistent cooperative kernel a
+run), cg with ``products="device"`` hands its iterations to the device (the contract:
+:mod:`tessera_array.sparse.linalg._fused`), up to k of them, stopping test included, per
+host read: k follows the residual's decay (:func:`_steps_per_read`), is 1 where ``A`` or
+``M`` is the caller's callable, and ``check_every`` (default 1) with a callback, called
+after each run that moved x. The generic loop stays the reference: :func:`_cg` takes
+``fused=False`` (and ``steps_per_read=k``) for tests and benchmarks.
 """
 
 from __future__ import annotations
