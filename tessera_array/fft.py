@@ -268,13 +268,7 @@ def _dask_one_axis(func: str, op: str, x, n, axis, norm):
     if axis.__class__ is not int or not -ndim <= axis < ndim:
         axis = normalize_axis(func, axis, ndim)
     axis %= ndim
-    if len(x.chunks[axis]) != 1:
-        raise ValueError(
-            f"{func}: a dask array is transformed block by block, so axis {axis} must be "
-            f"one chunk. Received: chunks along it {x.chunks[axis]}; rechunk with "
-            f"x.rechunk({{{axis}: -1}})"
-        )
-    meta = _dask_meta(func, x)
+    meta = _dask_meta(func, x, (axis,))
     fn = globals()[func]
     m = x.shape[axis]
     full = (2 * (m - 1) if op is _C2R else m) if n is None else n  # the transform length
@@ -337,8 +331,17 @@ def _transform_axes(func: str, s, axes, ndim: int) -> tuple:
     return _axes(func, axes, ndim)
 
 
-def _dask_meta(func: str, x):
-    """The tessera meta array of dask array ``x`` (TypeError if its chunks are not)."""
+def _dask_meta(func: str, x, axes: tuple):
+    """The tessera meta array of dask array ``x``, whose ``axes`` (the transformed ones)
+    must each be one chunk: ValueError naming the first that is not, TypeError if the
+    chunks are not tessera arrays."""
+    for ax in axes:
+        if len(x.chunks[ax]) != 1:
+            raise ValueError(
+                f"{func}: a dask array is transformed block by block, so axis {ax} must be "
+                f"one chunk. Received: chunks along it {x.chunks[ax]}; rechunk with "
+                f"x.rechunk({{{ax}: -1}})"
+            )
     meta = x._meta
     if meta.__class__ is not Array:
         raise TypeError(f"{func}: a dask array must hold tessera arrays (its meta is "
@@ -356,14 +359,7 @@ def _dask_many_axes(func: str, op: str, x, s, axes, norm):
 
     ndim = x.ndim
     axes = _transform_axes(func, s, axes, ndim)
-    for ax in axes:
-        if len(x.chunks[ax]) != 1:
-            raise ValueError(
-                f"{func}: a dask array is transformed block by block, so axis {ax} must be "
-                f"one chunk. Received: chunks along it {x.chunks[ax]}; rechunk with "
-                f"x.rechunk({{{ax}: -1}})"
-            )
-    meta = _dask_meta(func, x)
+    meta = _dask_meta(func, x, axes)
     sizes = _sizes(func, s, axes, tuple(x.shape), op is _C2R)
     out = list(sizes)
     if op is _R2C and out:

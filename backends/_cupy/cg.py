@@ -137,7 +137,7 @@ class _Stored:
                 _ptr(self.idx), _ptr(self.ptr), ctypes.c_longlong(self.ld)]
 
 
-def _stored(op, name, n, dtype, warp, index):
+def _stored(op, n, dtype, warp, index):
     """``op`` (a FusedOperand) as the kernel takes it: a stored dense or CSR matrix of
     the solve's dtype and device (CSR index types converted to ``index`` where given),
     else OP_HOST (its ``apply`` between launches)."""
@@ -189,11 +189,11 @@ class FusedCG:
         self._thr = stop_threshold(atol, np.finfo(self.dtype).dtype)
         with self.device:
             warp = _kernels.warp_size(self.device)
-            self._a = _stored(A, "A", n, self.dtype, warp, None)
+            self._a = _stored(A, n, self.dtype, warp, None)
             index = None
             if self._a.kind == OP_CSR:
                 index = (self._a.idx.dtype, self._a.ptr.dtype)
-            self._m = _stored(M, "M", n, self.dtype, warp, index)
+            self._m = _stored(M, n, self.dtype, warp, index)
             if index is None and self._m.kind == OP_CSR:
                 index = (self._m.idx.dtype, self._m.ptr.dtype)
             it, pt = index if index is not None else (_INT32, _INT32)
