@@ -501,3 +501,77 @@ def test_spmv_bad_input():
         cu_sparse.spmv_scalar(d, i, p, (5, 6), np.ones(6, np.float32))
     with pytest.raises(ValueError, match=r"spmv: data must be contiguous"):
         cu_sparse.spmv_warp(dev(np.repeat(data, 2))[::2], i, p, (5, 6), x)
+
+
+# ---- nn.linear's launcher: cuBLASLt with the bias in the epilogue ------------------------
+
+
+@pytest.mark.parametrize("dtype", REALS)
+@pytest.mark.parametrize("with_bias,with_res", [(True, True), (True, False), (False, True)])
+def test_linear_takes_cublaslt_epilogue(dtype, with_bias, with_res, monkeypatch):
+    """A bias vector and a full residual on aligned contiguous operands: in float32 one
+    cuBLASLt call (the epilogue's bias, the residual as C), in float64 none (CuPy's gemm is
+    the faster there); both against the float64 product."""
+    from tessera_array.backends._cupy import _cublaslt
+
+    calls = []
+    real = _cublaslt.linear_lt
+
+    def spy(*args):
+        calls.append(real(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(_cublaslt, "linear_lt", spy)
+    rng = np.random.default_rng(41)
+    x, w = rng.standard_normal((3, 37, 70)), rng.standard_normal((45, 70))
+    b, r = rng.standard_normal(45), rng.standard_normal((3, 37, 45))
+    ref = x @ w.T + (b if with_bias else 0) + (r if with_res else 0)
+    cast = [dev(a.astype(dtype)) for a in (x, w, b, r)]
+    out = cu_matvec.linear(cast[0], cast[1], cast[2] if with_bias else None,
+                           cast[3] if with_res else None)
+    assert calls == ([True] if dtype == np.float32 else [])
+    assert out.dtype == dtype and out.shape == ref.shape
+    got = cupy.asnumpy(out).astype(np.float64)
+    assert np.abs(got - ref).max() <= TOL[dtype] * np.abs(ref).max()
+
+
+def test_linear_other_layouts_take_the_prefilled_gemm(monkeypatch):
+    """A broadcast residual, a (n, 1)-shaped bias or a misaligned operand: no cuBLASLt call,
+    the same values through the pre-filled gemm."""
+    from tessera_array.backends._cupy import _cublaslt
+
+    monkeypatch.setattr(_cublaslt, "linear_lt", lambda *a: pytest.fail("cuBLASLt called"))
+    rng = np.random.default_rng(42)
+    x, w = rng.standard_normal((9, 16)), rng.standard_normal((9, 16))
+    buf = cupy.asarray(rng.standard_normal(9 * 9 + 1))
+    misaligned = buf[1:].reshape(9, 9)
+    for b, r in ((rng.standard_normal(9), rng.standard_normal((1, 9))),
+                 (rng.standard_normal((9, 1)), None),
+                 (rng.standard_normal(9), misaligned)):
+        rd = r if isinstance(r, cupy.ndarray) else None if r is None else dev(r)
+        out = cu_matvec.linear(dev(x), dev(w), dev(b), rd)
+        ref = x @ w.T + b + (0 if r is None else cupy.asnumpy(rd))
+        np.testing.assert_allclose(cupy.asnumpy(out), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_cublaslt_enums_match_the_headers():
+    """The enum values _cublaslt passes, against the toolkit's headers where they are
+    installed (the device machine's CUDA toolkit); the library CuPy loaded is found."""
+    import os
+    import re
+
+    from tessera_array.backends._cupy import _cublaslt
+
+    assert _cublaslt.library_path() is not None
+    folder = os.path.join(os.environ.get("CUDA_PATH", "/usr/local/cuda"), "include")
+    text = ""
+    for name in ("cublasLt.h", "cublas_api.h", "library_types.h"):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                text += f.read()
+    if "cublasLtMatmul" not in text:
+        pytest.skip(f"no cuBLASLt headers under {folder}")
+    for name, value in _cublaslt.ENUMS.items():
+        m = re.search(rf"\b{name}\s*=\s*(\d+)", text)
+        assert m is not None and int(m.group(1)) == value, (name, value, m and m.group(0))

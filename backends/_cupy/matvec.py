@@ -15,8 +15,9 @@ The NumPy backend's call signatures and semantics
     (real results equal NumPy's bit for bit; ``kernels/cuda/blas1.cu``). ``alpha`` is a
     Python scalar or a 0-d ``cupy.ndarray`` of ``y``'s dtype, read on the device (no sync).
 ``linear(x, weight, bias, residual)``
-    ``x @ weight.T + bias + residual``: the output pre-filled with the additions, then one
-    cuBLAS gemm accumulating into it (``beta = 1``).
+    ``x @ weight.T + bias + residual``: on CUDA in float32 one cuBLASLt matmul with the bias
+    in its epilogue and the residual as its C (``beta = 1``); elsewhere (float64, ROCm, odd
+    layouts) the output pre-filled with the additions, then one cuBLAS gemm into it.
 ``vecdot(x, y)`` / ``vecmat(x, a)``
     ``conj(x) . y`` of two vectors as a new 0-d array (a block-reduction kernel and a
     final pass, no host read), and ``conj(x) @ a`` for ``x`` (k,) and ``a`` (k, n)
@@ -329,9 +330,12 @@ def vecmat(x, a):
 def linear(x, weight, bias=None, residual=None):
     """``x @ weight.T + bias + residual`` (the ``linear`` op; shapes checked by nn.linear).
 
-    With a bias or a residual: the output pre-filled with ``residual + bias`` (one pass),
+    On CUDA in float32, one cuBLASLt matmul (:mod:`._cublaslt`: the bias in its epilogue,
+    the residual as C with ``beta = 1``) where the bias is a vector of ``weight.shape[0]``
+    elements, the residual has the output's shape and every operand is contiguous and
+    256-byte aligned. Otherwise: the output pre-filled with ``residual + bias`` (one pass),
     then one cuBLAS gemm accumulating into it (``beta = 1``, CuPy's ``cublas.gemm``), as
-    the NumPy backend's sgemm; without either, CuPy's ``matmul``. A non-contiguous ``x``
+    the NumPy backend's sgemm; with neither, CuPy's ``matmul``. A non-contiguous ``x``
     or ``weight`` is copied first (gemm reads C- or F-ordered matrices only)."""
     cupy = _cupy()
     from cupy import cublas
@@ -342,17 +346,45 @@ def linear(x, weight, bias=None, residual=None):
         n, k = weight.shape
         lead = x.shape[:-1]
         out = _kernels.empty(lead + (n,), x.dtype)
+        rows = out.size // n if n else 0
+        if out.size and k:
+            x2 = cupy.ascontiguousarray(x).reshape(rows, k)
+            w = cupy.ascontiguousarray(weight)
+            if _lt_fits(x2, w, bias, residual, out, n):
+                from . import _cublaslt
+
+                b = None if bias is None else bias.reshape(n)
+                r = None if residual is None else residual.reshape(rows, n)
+                if _cublaslt.linear_lt(x2, w, b, r, out.reshape(rows, n)):
+                    return out
         if bias is not None and residual is not None:
             cupy.add(residual, bias, out=out)
         else:
             out[...] = bias if residual is None else residual
         if out.size == 0 or k == 0:
             return out
-        rows = out.size // n
-        x2 = cupy.ascontiguousarray(x).reshape(rows, k)
-        cublas.gemm("N", "T", x2, cupy.ascontiguousarray(weight), out=out.reshape(rows, n),
-                    alpha=1.0, beta=1.0)
+        cublas.gemm("N", "T", x2, w, out=out.reshape(rows, n), alpha=1.0, beta=1.0)
         return out
+
+
+def _lt_fits(x2, w, bias, residual, out, n) -> bool:
+    """Whether cuBLASLt's epilogue call takes these operands (CUDA, one dtype, a bias
+    vector, a residual of the output's shape, contiguous and 256-byte aligned)."""
+    import cupy
+
+    # float32 only: for float64, cuBLASLt's heuristic choice took 4.66 ms at 4096^3 on the
+    # H200 where CuPy's gemm (cublasGemmEx, FP64 tensor cores) takes 2.35 (NOTES.md)
+    if cupy.cuda.runtime.is_hip or out.dtype != cupy.float32:
+        return False
+    for a, shaped in ((bias, False), (residual, True)):
+        if a is None:
+            continue
+        if a.dtype != out.dtype or not a.flags.c_contiguous:
+            return False
+        if a.shape != out.shape if shaped else a.size != n or a.shape[-1:] != (n,):
+            return False
+    return all(a is None or a.data.ptr % 256 == 0 for a in (x2, w, residual, out)) and \
+        (bias is None or bias.data.ptr % 16 == 0)
 
 
 def instances(warp: int) -> list:

@@ -1,0 +1,190 @@
+"""cuBLASLt through ctypes: one matmul with the bias in its epilogue and the residual as its
+C operand (``beta = 1``), for ``nn.linear`` on CUDA (CuPy binds cuBLAS, not cuBLASLt).
+
+``linear_lt(x2, w, bias, residual, out)`` computes ``out = x2 @ w.T + bias + residual``
+for C-contiguous float32 or float64 ``x2`` (m, k), ``w`` (n, k), ``out`` (m, n), a
+contiguous ``bias`` of n elements or None and a C-contiguous ``residual`` (m, n) or None,
+in one cuBLASLt call on the current stream, and returns False (nothing launched) where
+cuBLASLt offers no algorithm for the layout (the caller then pre-fills and calls gemm).
+Column-major, as cuBLASLt reads memory: ``out^T (n x m) = (w^T)^T x^T`` with A = w (k x n,
+transposed), B = x (k x m), C = residual^T, D = out^T, the bias one value per row of D:
+torch's ``addmm`` takes the same call, with its residual added by a second kernel.
+
+The library is the one CuPy's cuBLAS loaded (found in ``/proc/self/maps``, so the
+versions agree); a handle, a workspace and each layout's descriptors and heuristic
+algorithm are kept per device (``clear_all`` drops them). The enum values are cuBLASLt's
+(``cublasLt.h``, ``library_types.h``; the device tests check them against the headers
+where the toolkit is installed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import threading
+
+from tessera_array.backends._common import memo
+
+__all__ = ["ENUMS", "library_path", "linear_lt"]
+
+# cublasLt.h, cublas_api.h, library_types.h
+ENUMS = {
+    "CUDA_R_32F": 0, "CUDA_R_64F": 1,
+    "CUBLAS_COMPUTE_32F": 68, "CUBLAS_COMPUTE_64F": 70,
+    "CUBLAS_OP_N": 0, "CUBLAS_OP_T": 1,
+    "CUBLASLT_MATMUL_DESC_TRANSA": 3, "CUBLASLT_MATMUL_DESC_TRANSB": 4,
+    "CUBLASLT_MATMUL_DESC_EPILOGUE": 7, "CUBLASLT_MATMUL_DESC_BIAS_POINTER": 8,
+    "CUBLASLT_EPILOGUE_DEFAULT": 1, "CUBLASLT_EPILOGUE_BIAS": 4,
+    "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES": 1,
+}
+_E = ENUMS
+WORKSPACE_BYTES = 32 << 20  # what torch gives cuBLASLt on Hopper
+
+_TYPES = {"float32": (_E["CUDA_R_32F"], _E["CUBLAS_COMPUTE_32F"], ctypes.c_float),
+          "float64": (_E["CUDA_R_64F"], _E["CUBLAS_COMPUTE_64F"], ctypes.c_double)}
+
+
+class _Heuristic(ctypes.Structure):
+    _fields_ = [("algo", ctypes.c_uint64 * 8), ("workspaceSize", ctypes.c_size_t),
+                ("state", ctypes.c_int), ("wavesCount", ctypes.c_float),
+                ("reserved", ctypes.c_int * 4)]
+
+
+_lib = None
+_lock = threading.Lock()
+_handles = memo("cuda.cublaslt_handles")  # device id -> (handle, workspace array)
+_plans = memo("cuda.cublaslt_plans")  # layout key -> _Plan or None (no algorithm)
+
+
+def library_path() -> str | None:
+    """The path of the libcublasLt this process has loaded (CuPy's cuBLAS needs it)."""
+    # CuPy's cuBLAS module links libcublas, and with it libcublasLt
+    importlib.import_module("cupy_backends.cuda.libs.cublas")
+
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rsplit(None, 1)[-1]
+                if "/libcublasLt.so" in path:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        path = library_path()
+        lib = ctypes.CDLL(path or "libcublasLt.so")
+        vp, sz, i32, u64, i64 = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                 ctypes.c_uint64, ctypes.c_int64)
+        for name, args in (
+                ("cublasLtCreate", [ctypes.POINTER(vp)]),
+                ("cublasLtMatmulDescCreate", [ctypes.POINTER(vp), i32, i32]),
+                ("cublasLtMatmulDescSetAttribute", [vp, i32, vp, sz]),
+                ("cublasLtMatrixLayoutCreate", [ctypes.POINTER(vp), i32, u64, u64, i64]),
+                ("cublasLtMatmulPreferenceCreate", [ctypes.POINTER(vp)]),
+                ("cublasLtMatmulPreferenceSetAttribute", [vp, i32, vp, sz]),
+                ("cublasLtMatmulAlgoGetHeuristic", [vp, vp, vp, vp, vp, vp, vp, i32,
+                                                    ctypes.POINTER(_Heuristic),
+                                                    ctypes.POINTER(i32)]),
+                ("cublasLtMatmul", [vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp,
+                                    sz, vp])):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, i32
+        _lib = lib
+    return _lib
+
+
+def _ok(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"nn.linear: cuBLASLt's {what} failed with status {status}")
+
+
+def _handle(device_id: int):
+    hit = _handles.get(device_id)
+    if hit is None:
+        import cupy
+
+        lib = _library()
+        h = ctypes.c_void_p()
+        _ok(lib.cublasLtCreate(ctypes.byref(h)), "cublasLtCreate")
+        hit = _handles[device_id] = (h, cupy.empty(WORKSPACE_BYTES, cupy.uint8))
+    return hit
+
+
+def _set(fn, obj, attr: str, value) -> None:
+    _ok(fn(obj, _E[attr], ctypes.byref(value), ctypes.sizeof(value)), attr)
+
+
+class _Plan:
+    __slots__ = ("a", "algo", "b", "c", "desc", "scalar")
+
+
+def _plan(device_id, dtype_name, m, n, k, bias: bool):
+    key = (device_id, dtype_name, m, n, k, bias)
+    if key in _plans:
+        return _plans[key]
+    lib = _library()
+    handle, _ = _handle(device_id)
+    dt, compute, scalar = _TYPES[dtype_name]
+    plan = _Plan()
+    plan.scalar = scalar
+    desc = ctypes.c_void_p()
+    _ok(lib.cublasLtMatmulDescCreate(ctypes.byref(desc), compute, dt),
+        "cublasLtMatmulDescCreate")
+    _set(lib.cublasLtMatmulDescSetAttribute, desc, "CUBLASLT_MATMUL_DESC_TRANSA",
+         ctypes.c_int(_E["CUBLAS_OP_T"]))
+    _set(lib.cublasLtMatmulDescSetAttribute, desc, "CUBLASLT_MATMUL_DESC_TRANSB",
+         ctypes.c_int(_E["CUBLAS_OP_N"]))
+    _set(lib.cublasLtMatmulDescSetAttribute, desc, "CUBLASLT_MATMUL_DESC_EPILOGUE",
+         ctypes.c_int(_E["CUBLASLT_EPILOGUE_BIAS" if bias else "CUBLASLT_EPILOGUE_DEFAULT"]))
+    layouts = []
+    for rows, cols, ld in ((k, n, k), (k, m, k), (n, m, n)):
+        lay = ctypes.c_void_p()
+        _ok(lib.cublasLtMatrixLayoutCreate(ctypes.byref(lay), dt, rows, cols, ld),
+            "cublasLtMatrixLayoutCreate")
+        layouts.append(lay)
+    plan.desc, (plan.a, plan.b, plan.c) = desc, layouts
+    pref = ctypes.c_void_p()
+    _ok(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)),
+        "cublasLtMatmulPreferenceCreate")
+    _set(lib.cublasLtMatmulPreferenceSetAttribute, pref,
+         "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES", ctypes.c_uint64(WORKSPACE_BYTES))
+    found, count = _Heuristic(), ctypes.c_int(0)
+    status = lib.cublasLtMatmulAlgoGetHeuristic(handle, desc, plan.a, plan.b, plan.c, plan.c,
+                                                pref, 1, ctypes.byref(found),
+                                                ctypes.byref(count))
+    # A status other than success with no result: no algorithm for this layout.
+    plan.algo = found if status == 0 and count.value > 0 else None
+    _plans[key] = plan if plan.algo is not None else None
+    return _plans[key]
+
+
+def linear_lt(x2, w, bias, residual, out) -> bool:
+    """``out = x2 @ w.T (+ bias) (+ residual)`` in one cuBLASLt call; False where cuBLASLt
+    has no algorithm for it (nothing launched). Operands as the module docstring says."""
+    import cupy
+
+    m, k = x2.shape
+    n = w.shape[0]
+    dev = out.device.id
+    plan = _plan(dev, out.dtype.name, m, n, k, bias is not None)
+    if plan is None:
+        return False
+    lib = _library()
+    handle, work = _handle(dev)
+    alpha = plan.scalar(1.0)
+    beta = plan.scalar(0.0 if residual is None else 1.0)
+    c = out if residual is None else residual
+    stream = cupy.cuda.get_current_stream().ptr
+    with _lock:  # the bias pointer lives in the shared descriptor
+        if bias is not None:
+            _set(lib.cublasLtMatmulDescSetAttribute, plan.desc,
+                 "CUBLASLT_MATMUL_DESC_BIAS_POINTER", ctypes.c_void_p(bias.data.ptr))
+        _ok(lib.cublasLtMatmul(handle, plan.desc, ctypes.byref(alpha), w.data.ptr, plan.a,
+                               x2.data.ptr, plan.b, ctypes.byref(beta), c.data.ptr, plan.c,
+                               out.data.ptr, plan.c, ctypes.byref(plan.algo.algo),
+                               work.data.ptr, WORKSPACE_BYTES, stream), "cublasLtMatmul")
+    return True
