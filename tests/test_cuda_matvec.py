@@ -527,9 +527,12 @@ def test_linear_takes_cublaslt_epilogue(dtype, with_bias, with_res, monkeypatch)
     b, r = rng.standard_normal(45), rng.standard_normal((3, 37, 45))
     ref = x @ w.T + (b if with_bias else 0) + (r if with_res else 0)
     cast = [dev(a.astype(dtype)) for a in (x, w, b, r)]
-    out = cu_matvec.linear(cast[0], cast[1], cast[2] if with_bias else None,
-                           cast[3] if with_res else None)
+    out = cu_matvec.linear_cublaslt(cast[0], cast[1], cast[2] if with_bias else None,
+                                    cast[3] if with_res else None)
     assert calls == ([True] if dtype == np.float32 else [])
+    from tessera_array._dispatch import registry  # what nn.linear calls on cuda
+
+    assert registry.lookup("linear", "cuda", _dtypes.float32) is cu_matvec.linear_cublaslt
     assert out.dtype == dtype and out.shape == ref.shape
     got = cupy.asnumpy(out).astype(np.float64)
     assert np.abs(got - ref).max() <= TOL[dtype] * np.abs(ref).max()
@@ -549,7 +552,7 @@ def test_linear_other_layouts_take_the_prefilled_gemm(monkeypatch):
                  (rng.standard_normal((9, 1)), None),
                  (rng.standard_normal(9), misaligned)):
         rd = r if isinstance(r, cupy.ndarray) else None if r is None else dev(r)
-        out = cu_matvec.linear(dev(x), dev(w), dev(b), rd)
+        out = cu_matvec.linear_cublaslt(dev(x), dev(w), dev(b), rd)
         ref = x @ w.T + b + (0 if r is None else cupy.asnumpy(rd))
         np.testing.assert_allclose(cupy.asnumpy(out), ref, rtol=1e-12, atol=1e-12)
 

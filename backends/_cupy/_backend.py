@@ -61,6 +61,8 @@ class CupyBackend:
     # CuPy launches a cooperative (grid-synchronising) kernel on this build. Where it
     # cannot, a fused solver runs as multi-launch device steps, never a persistent kernel.
     cooperative_launch = True
+    # cuBLASLt ships beside cuBLAS: nn.linear's one call with the bias in its epilogue.
+    blas_lt = True
     # The vendor libraries behind CuPy's calls, as messages and ``info`` name them.
     libraries = {"blas": "cuBLAS", "fft": "cuFFT", "sparse": "cuSPARSE",
                  "solver": "cuSOLVER", "rtc": "NVRTC"}
@@ -250,6 +252,8 @@ class CupyBackend:
             family.register(registry, self.name)
         if self.cooperative_launch:  # (the persistent CG needs every block resident)
             cg.register(registry, self.name)
+        if self.blas_lt:
+            matvec.register_cublaslt(registry, self.name)
         from ._fallback import register_blas_products
 
         register_blas_products(self._fallback, registry, self.name)

@@ -38,7 +38,7 @@ ENUMS = {
     "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES": 1,
 }
 _E = ENUMS
-WORKSPACE_BYTES = 32 << 20  # what torch gives cuBLASLt on Hopper
+WORKSPACE_BYTES = 1 << 25  # 32 MiB, what torch gives cuBLASLt on Hopper
 
 _TYPES = {"float32": (_E["CUDA_R_32F"], _E["CUBLAS_COMPUTE_32F"], ctypes.c_float),
           "float64": (_E["CUDA_R_64F"], _E["CUBLAS_COMPUTE_64F"], ctypes.c_double)}

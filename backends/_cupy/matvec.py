@@ -40,7 +40,8 @@ from tessera_array import _dtypes
 from . import _kernels
 
 __all__ = ["VARIANTS", "axpy", "aypx", "dense_matvec", "dense_matvec_scalar",
-           "dense_matvec_warp", "linear", "register", "vecdot", "vecmat"]
+           "dense_matvec_warp", "linear", "linear_cublaslt", "register", "register_cublaslt",
+           "vecdot", "vecmat"]
 
 FILE = "matvec.cu"
 BLAS1_FILE = "blas1.cu"
@@ -327,10 +328,11 @@ def vecmat(x, a):
         return cupy.matmul(cupy.conj(x) if x.dtype.kind == "c" else x, a)
 
 
-def linear(x, weight, bias=None, residual=None):
+def linear(x, weight, bias=None, residual=None, *, lt=False):
     """``x @ weight.T + bias + residual`` (the ``linear`` op; shapes checked by nn.linear).
 
-    On CUDA in float32, one cuBLASLt matmul (:mod:`._cublaslt`: the bias in its epilogue,
+    With ``lt`` (:func:`linear_cublaslt`, the builds with cuBLASLt), in float32, one
+    cuBLASLt matmul (:mod:`._cublaslt`: the bias in its epilogue,
     the residual as C with ``beta = 1``) where the bias is a vector of ``weight.shape[0]``
     elements, the residual has the output's shape and every operand is contiguous and
     256-byte aligned. Otherwise: the output pre-filled with ``residual + bias`` (one pass),
@@ -350,7 +352,7 @@ def linear(x, weight, bias=None, residual=None):
         if out.size and k:
             x2 = cupy.ascontiguousarray(x).reshape(rows, k)
             w = cupy.ascontiguousarray(weight)
-            if _lt_fits(x2, w, bias, residual, out, n):
+            if lt and _lt_fits(x2, w, bias, residual, out, n):
                 from . import _cublaslt
 
                 b = None if bias is None else bias.reshape(n)
@@ -370,11 +372,9 @@ def linear(x, weight, bias=None, residual=None):
 def _lt_fits(x2, w, bias, residual, out, n) -> bool:
     """Whether cuBLASLt's epilogue call takes these operands (CUDA, one dtype, a bias
     vector, a residual of the output's shape, contiguous and 256-byte aligned)."""
-    import cupy
-
     # float32 only: for float64, cuBLASLt's heuristic choice took 4.66 ms at 4096^3 on the
     # H200 where CuPy's gemm (cublasGemmEx, FP64 tensor cores) takes 2.35 (NOTES.md)
-    if cupy.cuda.runtime.is_hip or out.dtype != cupy.float32:
+    if out.dtype != np.float32:
         return False
     for a, shaped in ((bias, False), (residual, True)):
         if a is None:
@@ -385,6 +385,18 @@ def _lt_fits(x2, w, bias, residual, out, n) -> bool:
             return False
     return all(a is None or a.data.ptr % 256 == 0 for a in (x2, w, residual, out)) and \
         (bias is None or bias.data.ptr % 16 == 0)
+
+
+def linear_cublaslt(x, weight, bias=None, residual=None):
+    """:func:`linear` with its cuBLASLt call (registered by :func:`register_cublaslt`)."""
+    return linear(x, weight, bias, residual, lt=True)
+
+
+def register_cublaslt(registry, backend_name: str) -> None:
+    """``linear`` through cuBLASLt where the build has it (the CUDA backend's
+    ``blas_lt``): replaces :func:`register`'s ``linear``."""
+    registry.register("linear", backend_name, _dtypes.REAL_FLOATING, linear_cublaslt,
+                      replace=True)
 
 
 def instances(warp: int) -> list:

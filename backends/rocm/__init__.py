@@ -56,6 +56,7 @@ class RocmBackend(CupyBackend):
     dialect = HiprtcDialect
     namespace_class = RocmNamespace
     cooperative_launch = False
+    blas_lt = False  # (hipBLASLt differs: nn.linear takes the pre-filled gemm)
     libraries = {"blas": "hipBLAS", "fft": "hipFFT", "sparse": "hipSPARSE",
                  "solver": "hipSOLVER", "rtc": "hiprtc"}
 
