@@ -491,3 +491,41 @@ def test_empty_lists_do_nothing():
                               weight_decay=0.0, amsgrad=False, maximize=False, step=1) == ()
     assert cu_optim.adafactor_step([], [], [], [], [], lr=0.1, rho=0.1, rate=1.0, eps1=None,
                                    eps2=1e-3, d=1.0, weight_decay=0.0, maximize=False) == ()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_adafactor_kept_call_takes_each_calls_values(dtype):
+    """Steps on the same buffers (gradients rewritten in place, as a training loop's) reuse
+    the kept call: every hyperparameter of each step is still that step's (weight decay,
+    maximize, d and the rates change from step to step), against NumPy."""
+    rng = np.random.default_rng(34)
+    shapes = [(40, 1100), (3, 8, 16), (33,)]
+    pn = [rand(rng, s, dtype) for s in shapes]
+    state = [_adafactor_state(rng, s, dtype) for s in shapes]
+    rn, cn, vn = ([st[j] for st in state] for j in range(3))
+    pd = [dev(a) for a in pn]
+    rd, cd, vd = ([None if a is None else dev(a) for a in lst] for lst in (rn, cn, vn))
+    gd = [cupy.empty(s, dtype) for s in shapes]
+    cu_optim._calls.clear()
+    for t in range(1, 6):
+        grads = [rand(rng, s, dtype) for s in shapes]
+        for g_dev, g in zip(gd, grads):
+            g_dev[...] = cupy.asarray(g)
+        kw = {"lr": 0.01 * t, "rho": min(0.01, 1 / math.sqrt(t)),
+              "rate": 1 - adafactor_decay(0.999, t), "eps1": None, "eps2": 1e-3,
+              "d": 1.0 if t % 2 else 0.05, "weight_decay": 0.0 if t < 3 else 0.02,
+              "maximize": t == 4}
+        _np_adafactor(pn, grads, rn, cn, vn, **kw)
+        assert cu_optim.adafactor_step(pd, gd, rd, cd, vd, **kw) == ()
+        assert len(cu_optim._calls) == 1
+    assert_close(pd, pn, dtype)
+    # a view in place of one parameter: another key, the copy-back path, not kept
+    view_base = cupy.asarray(np.repeat(pn[0], 2, axis=1))
+    pd[0] = view_base[:, ::2]
+    grads = [rand(rng, s, dtype) for s in shapes]
+    kw = {"lr": 0.01, "rho": 0.01, "rate": 0.1, "eps1": None, "eps2": 1e-3, "d": 1.0,
+          "weight_decay": 0.0, "maximize": False}
+    _np_adafactor(pn, grads, rn, cn, vn, **kw)
+    assert cu_optim.adafactor_step(pd, [dev(g) for g in grads], rd, cd, vd, **kw) == ()
+    assert len(cu_optim._calls) == 1
+    assert_close(pd, pn, dtype)

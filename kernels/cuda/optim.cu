@@ -71,6 +71,10 @@ enum { K_RMEAN = 0, K_ROWS = 1, K_COLS = 2, K_VAR = 3, K_PSQ = 4, K_CFIN = 5, K_
 // sums (the launcher's TILE_ROWS).
 constexpr int TILE_ROWS = 16;
 
+// 16-byte loads a thread issues before using them in the p^2 and U^2 sums: one at a time
+// kept ~16 KB in flight an SM and ran the U^2 phase at 2.4 TB/s on the H200 (NOTES.md).
+constexpr int IN_FLIGHT = 4;
+
 // Adafactor's per-tensor table: tinfo[TI*t + field].
 enum {
     TI_N = 0,       // elements
@@ -438,7 +442,18 @@ tessera_adafactor_stats(const long long *items, const long long *tinfo, const lo
         long long i0 = 0;  // the elements past the 16-byte groups, one at a time
         if (aligned16(p + lo)) {
             const vec16<T> *pv = reinterpret_cast<const vec16<T> *>(p + lo);
-            for (long long q = threadIdx.x; q < cnt / VEC; q += BLOCK) {
+            const long long nq = cnt / VEC;
+            long long q = threadIdx.x;
+            for (; q + (IN_FLIGHT - 1) * BLOCK < nq; q += IN_FLIGHT * BLOCK) {
+                vec16<T> v[IN_FLIGHT];  // the loads first, then the sums in q order
+#pragma unroll
+                for (int k = 0; k < IN_FLIGHT; ++k) v[k] = pv[q + k * BLOCK];
+#pragma unroll
+                for (int k = 0; k < IN_FLIGHT; ++k)
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) s = add(s, mul(v[k].v[e], v[k].v[e]));
+            }
+            for (; q < nq; q += BLOCK) {
                 const vec16<T> v = pv[q];
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) s = add(s, mul(v.v[e], v.v[e]));
@@ -522,6 +537,17 @@ __device__ __forceinline__ T adafactor_u(T gv, T v, T e1sq, bool maximize)
     return div_rn(gv, sqrt_rn(nan_max(v, e1sq)));
 }
 
+// U^2 at one element, for the RMS sum only: g^2 * w with w = 1/max(V, eps1^2), given as
+// 1/V (`inv_v`) and clamped to 1/eps1^2 (NaN kept): one division an element where U itself
+// (apply) takes two and a square root; the sum differs from the sum of apply's U*U by a
+// few ulp a term, as its order does (NOTES.md).
+template <typename T>
+__device__ __forceinline__ T adafactor_usq_term(T gv, T inv_v, T inv_e1sq)
+{
+    const T w = inv_v > inv_e1sq ? inv_e1sq : inv_v;
+    return mul(mul(gv, gv), w);
+}
+
 }  // namespace tessera
 
 // Phase 3. Items (t, lo, cnt, slot), lying in one batch for factored tensors: the partial
@@ -546,8 +572,8 @@ tessera_adafactor_usq(const long long *items, const long long *tinfo, const long
     const long long *it = items + 4 * (long long)blockIdx.x;
     const long long t = it[0] & 0xffffffffLL, lo = it[1], cnt = it[2], slot = it[3];
     const long long *ti = tinfo + TI * t;
-    const bool maximize = (flags & F_MAXIMIZE) != 0;
     const T *g = table_ptr<const T>(ptrs, ntensors, 1, t);
+    const T one = T(1), ie1sq = div_rn(one, e1sq);
     T s = zero<T>();
     if (ti[TI_FACTORED]) {
         const long long R = ti[TI_R], C = ti[TI_C], RC = R * C;
@@ -559,30 +585,38 @@ tessera_adafactor_usq(const long long *items, const long long *tinfo, const long
             // groups of VEC elements, each in one row (C and lo are multiples of VEC)
             const vec16<T> *gv = reinterpret_cast<const vec16<T> *>(g + lo);
             Walker w(lo - b * RC + threadIdx.x * VEC, C, BLOCK * VEC);
-            for (long long q = threadIdx.x; q < cnt / VEC; q += BLOCK, w.next()) {
-                const vec16<T> gq = gv[q], cq = *reinterpret_cast<const vec16<T> *>(col + w.c);
-                const T rq = row[w.r];
+            const long long nq = cnt / VEC;
+            long long q = threadIdx.x;
+            for (; q + (IN_FLIGHT - 1) * BLOCK < nq; q += IN_FLIGHT * BLOCK) {
+                vec16<T> gq[IN_FLIGHT];  // the loads of g first, then the terms in q order
 #pragma unroll
-                for (int e = 0; e < VEC; ++e) {
-                    const T u = adafactor_u(gq.v[e], div_rn(mul(rq, cq.v[e]), rm), e1sq,
-                                            maximize);
-                    s = add(s, mul(u, u));
+                for (int k = 0; k < IN_FLIGHT; ++k) gq[k] = gv[q + k * BLOCK];
+#pragma unroll
+                for (int k = 0; k < IN_FLIGHT; ++k, w.next()) {
+                    const vec16<T> cq = *reinterpret_cast<const vec16<T> *>(col + w.c);
+                    const T rr = div_rn(rm, row[w.r]);  // 1/V = (rmean / row) / col
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e)
+                        s = add(s, adafactor_usq_term(gq[k].v[e], div_rn(rr, cq.v[e]), ie1sq));
                 }
+            }
+            for (; q < nq; q += BLOCK, w.next()) {
+                const vec16<T> gq = gv[q], cq = *reinterpret_cast<const vec16<T> *>(col + w.c);
+                const T rr = div_rn(rm, row[w.r]);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e)
+                    s = add(s, adafactor_usq_term(gq.v[e], div_rn(rr, cq.v[e]), ie1sq));
             }
         } else {
             Walker w(lo - b * RC + threadIdx.x, C, BLOCK);
-            for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next()) {
-                const T u = adafactor_u(g[lo + i], div_rn(mul(row[w.r], col[w.c]), rm), e1sq,
-                                        maximize);
-                s = add(s, mul(u, u));
-            }
+            for (long long i = threadIdx.x; i < cnt; i += BLOCK, w.next())
+                s = add(s, adafactor_usq_term(g[lo + i], div_rn(div_rn(rm, row[w.r]), col[w.c]),
+                                              ie1sq));
         }
     } else {
         const T *var = table_ptr<const T>(ptrs, ntensors, 4, t);
-        for (long long i = threadIdx.x; i < cnt; i += BLOCK) {
-            const T u = adafactor_u(g[lo + i], var[lo + i], e1sq, maximize);
-            s = add(s, mul(u, u));
-        }
+        for (long long i = threadIdx.x; i < cnt; i += BLOCK)
+            s = add(s, adafactor_usq_term(g[lo + i], div_rn(one, var[lo + i]), ie1sq));
     }
     s = block_sum<WARP, BLOCK>(s, red);
     if (finish_part(s, usum, slot, counts + t, ti[TI_US_N], &last)) {
