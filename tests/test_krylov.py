@@ -536,6 +536,8 @@ def test_single_precision_bounds_catch_a_broken_step(device, monkeypatch, dtype,
         return (lambda x, y: _bfloat16(vecdot(x, y))), vecmat
 
     monkeypatch.setattr(tla._isolve, "_products", products)
+    # (the generic loop, whose products are broken here: a fused solve has its own)
+    monkeypatch.setattr(tla._isolve, "_fused_cg_for", lambda _xp, _r: None)
     with pytest.raises(AssertionError):
         _single_precision_check(device, dtype, solver, exact=False)
 
@@ -1250,8 +1252,9 @@ def test_cg_fused_steps_bad_input(device):
     A = _times(device, 2.0)
     v = [xp.asarray(np.ones(8), device=device) for _ in range(3)]
     data = [t._data for t in v]
-    with pytest.raises(TypeError, match=r"p must be a (pyopencl\.array\.Array|cupy\.ndarray)"):
-        launcher(data[0], data[1], np.ones(8), A, None, 0.0, 5)
+    with pytest.raises(TypeError,
+                       match=r"p must be a (pyopencl\.array\.Array|cupy\.ndarray|numpy\.ndarray)"):
+        launcher(data[0], data[1], [1.0] * 8, A, None, 0.0, 5)
     short = xp.asarray(np.ones(7), device=device)._data
     with pytest.raises(ValueError, match="one shape"):
         launcher(data[0], data[1], short, A, None, 0.0, 5)
@@ -1289,7 +1292,8 @@ def test_cg_fused_direction_writes_every_element(device):
     rng = np.random.default_rng(7)
     n = 1001
     r_h = rng.standard_normal(n)
-    x, r = xp.asarray(np.zeros(n), device=device), xp.asarray(r_h, device=device)
+    # (copies: on the NumPy backend asarray shares r_h, which the solve updates)
+    x, r = xp.asarray(np.zeros(n), device=device), xp.asarray(r_h.copy(), device=device)
     p = xp.asarray(np.full(n, np.nan), device=device)
     solve = _dispatch.lookup("cg_fused", device, xp.float64)(
         x._data, r._data, p._data, _times(device, 2.0), None, 1e-8, 10)
@@ -1317,7 +1321,7 @@ def test_cg_fused_report_contract(device):
     r_h = np.random.default_rng(3).standard_normal(n)
 
     def fresh():
-        return [xp.asarray(v, device=device) for v in (np.zeros(n), r_h, np.zeros(n))]
+        return [xp.asarray(v, device=device) for v in (np.zeros(n), r_h.copy(), np.zeros(n))]
 
     x, r, p = fresh()
     out = launcher(x._data, r._data, p._data, _times(device, 1.0), None, 0.0, 0).run(4)
@@ -1400,7 +1404,9 @@ def test_cg_fused_reads_and_waste(device, monkeypatch):
     t = csr_array(a, device=device)
     op = tla.LinearOperator(a.shape, matvec=lambda v: t @ v, dtype=xp.float64)
     _, info, rep = tla.cg(op, b, rtol=1e-8, report=True)
-    assert info == 0 and spy.runs == rep.iterations + 1 == spy.products
+    # (a device applies A in the run whose test stops it; the host stops before it)
+    assert info == 0 and spy.runs == rep.iterations + 1
+    assert rep.iterations <= spy.products <= rep.iterations + 1
 
 
 def test_steps_per_read_schedule():

@@ -1,0 +1,187 @@
+"""The fused conjugate-gradient solve of the NumPy backend: SciPy's cg loop on ndarrays.
+
+``cg_fused(x, r, p, A, M, atol, maxiter)``, the registered op ``cg_fused`` of the
+``matvec`` family, implements the contract of :mod:`tessera_array.sparse.linalg._fused`
+for the four floating dtypes. On the host there is no launch to save and no read to
+batch: what it saves is the front end. The generic loop calls, per iteration, some
+twenty Array methods and namespace functions (each a new Array, a dtype and device
+check, a registry lookup through a closure); here the same kernels run on the ndarrays
+themselves: the registered ``vecdot`` (NumPy's BLAS dot, OpenBLAS's threads held for
+long vectors), ``axpy``/``aypx`` (NumPy's two-step rounding, the pool for long
+vectors) and, for a stored matrix, the ``spmv``/``matvec`` of the NumPy backend called
+directly (every variant name is the same routine here). So the iterates are the generic
+loop's, and SciPy's, bit for bit: the same operations on the same values in the same
+order. Measured (2-core EPYC, NumPy SIMD found X86_V4; ``python -m benchmarks --suite
+krylov``; tessera / SciPy per call of 10 iterations): see benchmarks/NOTES.md, "The
+NumPy backend's fused CG".
+
+A run stops at its test, never past it: ``A`` and ``M`` are applied exactly as often
+as SciPy applies them. The step ``x += alpha p`` is made only where that step's
+``p^H A p`` is > 0, so an indefinite stop leaves ``x`` at the last good iterate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from tessera_array.backends._common.cg import check_k, check_solve, check_vector
+
+from tessera_array import _dtypes
+
+from . import _threads
+from . import matvec as _mv
+from . import sparse as _sp
+from ._namespace import vecdot as _vecdot
+
+__all__ = ["HostCG", "cg_fused", "register"]
+
+_FLOATING = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
+
+
+def _is_native(a) -> bool:
+    return isinstance(a, np.ndarray)
+
+
+def _layout(a):
+    if a.ndim != 1 or not a.flags.c_contiguous:
+        return f"of shape {a.shape}, strides {a.strides}"
+    return None
+
+
+def _real_dot(n: int, dtype):
+    """``f(a, b) -> a . b`` for real contiguous vectors of length ``n``: ``ndarray.dot``
+    (NumPy's BLAS dot, a NumPy scalar: 0.9 us at n = 4096 against 2.6 us for the
+    namespace's ``vecdot``, which makes a 0-d array) below the length whose dots the
+    backend's pool computes, the registered ``vecdot`` (the same value, bit for bit)
+    from there."""
+    if n * np.dtype(dtype).itemsize >= _threads.DOT_MIN_BYTES:
+        return _vecdot
+    return np.ndarray.dot
+
+
+def _product(op, dtype, n, what):
+    """``op`` (a FusedOperand) as ``f(v) -> op v`` on ndarrays: a stored matrix through
+    the backend's own routine; anything else through ``op.apply``, its result checked."""
+    if op.kind == "csr":
+        data, indices, indptr = op.arrays
+        shape = (n, n)
+        spmv = _sp.spmv
+        return lambda v: spmv(data, indices, indptr, shape, v)
+    if op.kind == "dense":
+        (a,) = op.arrays
+        dense = _mv.dense_matvec
+        return lambda v: dense(a, v)
+    apply = op.apply
+
+    def call(v):
+        q = apply(v)
+        check_vector(q, what, dtype, (n,), native="numpy.ndarray", is_native=_is_native)
+        return q
+
+    return call
+
+
+class HostCG:
+    """One CG solve on ndarrays (see the module docstring); ``run(k)`` takes up to ``k``
+    iterations and returns their CGReport."""
+
+    def __init__(self, x, r, p, A, M, atol, maxiter):
+        check_solve(x, r, p, A, M, atol, maxiter, native="numpy.ndarray",
+                    is_native=_is_native, layout=_layout, dtypes=_FLOATING,
+                    kind="floating")
+        n = r.shape[0]
+        self.x, self.r, self.p = x, r, p
+        self.atol = float(atol)
+        self.maxiter = int(maxiter)
+        self.cplx = r.dtype.kind == "c"
+        self.matvec = _product(A, r.dtype, n, "q = A p")
+        self.psolve = None if M is None else _product(M, r.dtype, n, "z = M r")
+        self.done = 0  # steps taken (tests passed)
+        self.rho_prev = self.pq = None
+        self.finished = False
+
+    def _norm(self, v) -> float:
+        """||v|| in numpy.linalg.norm's order (re . re + im . im for complex)."""
+        if self.cplx:
+            re, im = v.real, v.imag
+            return math.sqrt(float(_vecdot(re, re) + _vecdot(im, im)))
+        return math.sqrt(float(_vecdot(v, v)))
+
+    def run(self, k: int):
+        """Up to ``k`` iterations: the generic loop's tests and steps on the ndarrays."""
+        from tessera_array.sparse.linalg._fused import CGReport, CGStatus
+
+        check_k(k, self.finished)
+        x, r, p = self.x, self.r, self.p
+        axpy, aypx = _mv.axpy, _mv.aypx
+        matvec, psolve, atol = self.matvec, self.psolve, self.atol
+        plain = psolve is None and not self.cplx
+        vecdot = _real_dot(r.shape[0], r.dtype) if not self.cplx else _vecdot
+        rho_prev, pq = self.rho_prev, self.pq
+        pqf = None if pq is None else float(pq.real)
+        norms = []
+        status = CGStatus.RUNNING
+        its = None
+        steps = min(int(k), self.maxiter - self.done)
+        for _ in range(steps):
+            i = self.done
+            if plain:
+                z = r
+                rho = vecdot(r, r)
+                rnorm = math.sqrt(float(rho))  # (IEEE sqrt of r . r: numpy.linalg.norm)
+            else:
+                rnorm = self._norm(r)
+            norms.append(rnorm)
+            if pq is not None and not pqf > 0:  # the last step's p^H A p <= 0 (or NaN)
+                bad = math.isfinite(rnorm) and pqf <= 0
+                status = CGStatus.INDEFINITE if bad else CGStatus.NONFINITE
+                its = i - 1
+                break
+            if rnorm < atol:
+                status, its = CGStatus.CONVERGED, i
+                break
+            if not math.isfinite(rnorm):
+                status, its = CGStatus.NONFINITE, i
+                break
+            if not plain:
+                z = r if psolve is None else psolve(r)
+                rho = vecdot(r, z)
+            if i > 0:
+                aypx(rho / rho_prev, z, p)  # p = z + beta p
+            else:
+                p[...] = z
+            q = matvec(p)
+            pq = vecdot(p, q)
+            alpha = rho / pq
+            pqf = float(pq.real)
+            if pqf > 0:
+                axpy(alpha, p, x)
+            axpy(alpha, q, r, True)  # r -= alpha q
+            rho_prev = rho
+            self.done = i + 1
+        else:
+            if self.done == self.maxiter and pq is not None:  # the final check
+                if not pqf > 0:
+                    status = CGStatus.INDEFINITE if pqf <= 0 else CGStatus.NONFINITE
+                    its = self.maxiter - 1
+                else:
+                    status, its = CGStatus.MAXITER, self.maxiter
+            elif self.done == self.maxiter:  # maxiter = 0
+                status, its = CGStatus.MAXITER, 0
+        self.rho_prev, self.pq = rho_prev, pq
+        if status is CGStatus.RUNNING:
+            its = self.done
+        else:
+            self.finished = True
+        return CGReport(status, its, tuple(norms))
+
+
+def cg_fused(x, r, p, A, M, atol, maxiter) -> HostCG:
+    """The fused CG solve over ndarrays ``x``, ``r``, ``p``: the ``cg_fused`` contract
+    (:mod:`tessera_array.sparse.linalg._fused`), realised as :class:`HostCG`."""
+    return HostCG(x, r, p, A, M, atol, maxiter)
+
+
+def register(registry, backend_name: str) -> None:
+    registry.register("cg_fused", backend_name, _dtypes.FLOATING, cg_fused)
