@@ -529,3 +529,41 @@ def test_adafactor_kept_call_takes_each_calls_values(dtype):
     assert cu_optim.adafactor_step(pd, [dev(g) for g in grads], rd, cd, vd, **kw) == ()
     assert len(cu_optim._calls) == 1
     assert_close(pd, pn, dtype)
+
+
+def test_adafactor_call_found_by_its_objects(monkeypatch):
+    """A step on the same array objects finds its kept call without reading the buffers'
+    addresses; other objects on the same buffers find it through them; a gradient
+    reshaped in place (CuPy's shape setter) is not taken for the kept one."""
+    dtype = np.float32
+    rng = np.random.default_rng(35)
+    shapes = [(40, 1100), (33,)]
+    pn = [rand(rng, s, dtype) for s in shapes]
+    state = [_adafactor_state(rng, s, dtype) for s in shapes]
+    rn, cn, vn = ([st[j] for st in state] for j in range(3))
+    pd = [dev(a) for a in pn]
+    rd, cd, vd = ([None if a is None else dev(a) for a in lst] for lst in (rn, cn, vn))
+    gd = [cupy.empty(s, dtype) for s in shapes]
+    kw = {"lr": 0.01, "rho": 0.01, "rate": 0.1, "eps1": None, "eps2": 1e-3, "d": 1.0,
+          "weight_decay": 0.0, "maximize": False}
+    real_key = cu_optim._call_key
+    keys = []
+    monkeypatch.setattr(cu_optim, "_call_key", lambda lists: keys.append(1) or real_key(lists))
+
+    def step(params, grads):
+        for g_dev, g in zip(gd, grads):
+            g_dev[...] = cupy.asarray(g)
+        _np_adafactor(pn, grads, rn, cn, vn, **kw)
+        assert cu_optim.adafactor_step(params, gd, rd, cd, vd, **kw) == ()
+
+    for _ in range(3):
+        step(pd, [rand(rng, s, dtype) for s in shapes])
+    assert len(keys) == 1  # the first step only
+    assert_close(pd, pn, dtype)
+    step([p[...] for p in pd], [rand(rng, s, dtype) for s in shapes])  # new objects
+    assert len(keys) == 2
+    assert_close(pd, pn, dtype)
+    gd[0].shape = (1100, 40)  # in place: the same object, another shape
+    with pytest.raises(ValueError, match="grads"):
+        cu_optim.adafactor_step(pd, gd, rd, cd, vd, **kw)
+    assert len(keys) == 3
