@@ -261,15 +261,20 @@ class Array:
     # ---- indexing ------------------------------------------------------------
 
     def __getitem__(self, key, /) -> Array:
-        # x[i] (in bounds) and x[a:b] on an array of 1+ dims: the backend's getitem
-        # without the general key handling of _indexing.getitem (one call fewer).
+        # x[i] (in bounds) and x[a:b] on an array of 1+ dims: without the general key
+        # handling of _indexing.getitem; where the device's buffers give the result as a
+        # view themselves (dev.views: NumPy, CuPy) without the backend's getitem either
+        # (x[i] 850 -> 350 ns on the NumPy backend: benchmarks/NOTES.md).
         cls = key.__class__
         if cls is int or cls is slice:
             data = self._data
             shape = data.shape
             if shape and (cls is slice or -shape[0] <= key < shape[0]):
                 dev = self._device
-                out = dev.ops.getitem(data, key)
+                if dev.views:
+                    out = data[key, ...] if cls is int else data[key]
+                else:
+                    out = dev.ops.getitem(data, key)
                 obj = _object_new(Array)
                 obj._data = out
                 obj._dtype = self._dtype

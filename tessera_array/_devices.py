@@ -28,7 +28,8 @@ class Device:
     otherwise; that string is accepted back wherever ``device=`` is.
     """
 
-    __slots__ = ("__weakref__", "_backend", "_label", "backend_name", "index", "kind", "ops")
+    __slots__ = ("__weakref__", "_backend", "_label", "backend_name", "index", "kind", "ops",
+                 "views")
     _interned: dict = {}
 
     def __new__(cls, kind: str, index: int = 0, *, backend_name: str | None = None):
@@ -46,6 +47,7 @@ class Device:
         dev.backend_name = backend_name
         dev._backend = None  # set by discovery when the owning backend loads
         dev.ops = None  # the owning backend's native namespace, cached for the hot path
+        dev.views = False  # its ops' basic_views trait (Array.__getitem__'s short path)
         dev._label = kind if (kind == "cpu" and index == 0) else f"{kind}:{index}"
         cls._interned[key] = dev
         return dev

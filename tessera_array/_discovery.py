@@ -121,6 +121,7 @@ def _try_load(name, obj) -> None:
         dev._backend = obj
         dev.backend_name = obj.name
         dev.ops = obj.ops if ops_for is None else ops_for(dev)
+        dev.views = bool(getattr(dev.ops, "basic_views", False))
 
 
 def _check_contract(obj) -> None:
@@ -169,6 +170,7 @@ def remove_backend(name: str) -> None:
                 del _device_owner[dev]
                 dev._backend = None
                 dev.ops = None
+                dev.views = False
             from ._dispatch import registry
 
             registry.unregister_backend(name)

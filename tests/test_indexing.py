@@ -90,6 +90,29 @@ def test_getitem_zero_d(device):
     assert float(x[xp.asarray(1, device=device), np.int64(1)]) == 4.5
 
 
+def test_getitem_int_and_slice_short_path(device):
+    """x[i] and x[a:b] (the short path of Array.__getitem__): the element as a 0-d array of
+    x's dtype and device, negative and end indices, out of bounds an IndexError; where the
+    device's buffers give views themselves (NumPy, CuPy) x[i] is a view, as a row x[i] of
+    a 2-D array is (and as torch's t[i] is), so a write to x shows in it."""
+    h = np.arange(6, dtype=np.float32) * 1.5
+    x = xp.asarray(h, device=device)
+    for i in (0, 5, -1, -6):
+        e = x[i]
+        assert e.shape == () and e.dtype == xp.float32 and e.device == device
+        assert float(e) == h[i]
+    for key in (slice(1, 4), slice(None, None, -2), slice(4, 1, -1), slice(7, 9)):
+        np.testing.assert_array_equal(_np(x[key]), h[key])
+    for i in (6, -7):
+        with pytest.raises(IndexError):
+            x[i]
+    e = x[2]
+    x[2] = 100.0
+    if device.views:
+        assert float(e) == 100.0
+    assert float(x[2]) == 100.0
+
+
 def test_getitem_views_and_lists(device):
     x = xp.asarray(np.arange(12).reshape(3, 4), device=device)
     np.testing.assert_array_equal(_np(x[[2, 0]]), np.arange(12).reshape(3, 4)[[2, 0]])

@@ -51,6 +51,11 @@ class Namespace(
         counts its mask (``mask_any``), is skipped when it is empty, and rewrites only
         the masked positions (mask-compact). False (a device, CuPy): ``mask_any``
         answers yes without a read (a read is a sync) and patches are where-based.
+    ``basic_views`` (True; read by the front end)
+        The buffer's own ``a[i, ...]`` and ``a[s]`` (an in-bounds int, a slice, on an
+        array of 1+ dims) are the standard's results as native views, so
+        ``Array.__getitem__`` takes them without a call of ``getitem`` (NumPy's ``a[i]``
+        alone would be a scalar; ``a[i, ...]`` is the 0-d view, as CuPy's ``a[i]``).
     ``index_arrays_checked`` (True)
         The module raises IndexError for an out-of-bounds index array. CuPy: False (it
         wraps silently); ``getitem``/``setitem``/``take``/``take_along_axis`` then call
@@ -107,6 +112,7 @@ class Namespace(
     """
 
     host_reads_cheap = False
+    basic_views = True
     index_arrays_checked = True
     scatter_last_wins = True
     stores_negative_zero = True
@@ -202,7 +208,7 @@ class Namespace(
 
 
 _TRAITS = (
-    "host_reads_cheap", "index_arrays_checked", "scatter_last_wins", "stores_negative_zero",
+    "host_reads_cheap", "basic_views", "index_arrays_checked", "scatter_last_wins", "stores_negative_zero",
     "remainder_by_inf_ok", "complex_specials_ok", "nextafter_equal_ok", "isin_takes_scalars",
     "cholesky_has_upper", "linalg_library",
 )

@@ -14,5 +14,6 @@ namespace = NumpyNamespace()
 """The namespace whose members this module holds (its traits and hooks)."""
 
 globals().update(namespace.members())
+basic_views = namespace.basic_views  # the front end reads this trait on the ops (Device.views)
 
 __all__ = sorted(namespace.members())  # noqa: PLE0605 (the names are generated)
