@@ -307,6 +307,11 @@ KERNELS = MappingProxyType({
                            "one CG solve run on the device: a solve whose run(k) advances "
                            "up to k iterations and reports, or None to decline (the "
                            "contract: tessera_array/sparse/linalg/_fused.py)"),
+    "krylov_vectors": KernelSpec("(b, A, M, blas, /)", "object", (),
+                                 "the vector operations of gmres's loop on native buffers "
+                                 "(products, dots, norms, axpy, the basis), or None to "
+                                 "decline (the contract: "
+                                 "tessera_array/sparse/linalg/_vectors.py)"),
     # fft family
     "fft_c2c": KernelSpec("(a, s, axes, norm, forward, /)", "native", (),
                           "complex transform over axes, lengths s"),

@@ -104,9 +104,9 @@ class NumpyBackend:
     def register(self, registry) -> None:
         # Imported here, not at module import: pocketfft's engine and the thread pools
         # are set up only once the backend registers.
-        from . import attention, cg, fft, matvec, optim, philox, sparse
+        from . import attention, cg, fft, krylov, matvec, optim, philox, sparse
 
-        for family in (matvec, fft, sparse, optim, philox, attention, cg):
+        for family in (matvec, fft, sparse, optim, philox, attention, cg, krylov):
             family.register(registry, self.name)
 
 

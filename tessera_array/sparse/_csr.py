@@ -316,6 +316,18 @@ class csr_array:
         y = launcher(data, self.indices._data, self.indptr._data, self._shape, x._data)
         return Array._new(y, dt, self._device)
 
+    def _native_spmv(self, variant: str):
+        """``f(v) -> self @ v`` on native 1-D vectors of the data's dtype: the registered
+        ``spmv`` kernel of ``variant``, looked up once (for a solver's native loop)."""
+        launcher = lookup("spmv", self._device, self.data._dtype, variant)
+        data, indices, indptr = self.data._data, self.indices._data, self.indptr._data
+        shape = self._shape
+
+        def spmv(v):
+            return launcher(data, indices, indptr, shape, v)
+
+        return spmv
+
     def __matmul__(self, other):
         if isinstance(other, csr_array):
             return NotImplemented

@@ -56,6 +56,12 @@ host read: k follows the residual's decay (:func:`_steps_per_read`), is 1 where 
 ``M`` is the caller's callable, and ``check_every`` (default 1) with a callback, called
 after each run that moved x. The generic loop stays the reference: :func:`_cg` takes
 ``fused=False`` (and ``steps_per_read=k``) for tests and benchmarks.
+
+GMRES on native buffers: its loop is written once against a few vector operations
+(:mod:`tessera_array.sparse.linalg._vectors`); a device that registers
+``krylov_vectors`` (the NumPy backend) runs it on its native buffers, without an Array
+per operation, with the generic loop's iterates bit for bit; :func:`_gmres` takes
+``native=False`` to run it on Arrays there (the reference).
 """
 
 from __future__ import annotations
@@ -103,11 +109,6 @@ def _finish(want, x, info, its, hist):
         return x, info
     reason = _REASONS.get(info, "maxiter" if info > 0 else "breakdown")
     return x, info, SolveReport(info, reason, its, tuple(hist))
-
-
-def _scalar(a, cplx):
-    # sync: one value back to the host.
-    return complex(a) if cplx else float(a)
 
 
 _PRODUCTS = ("device", "blas")
@@ -353,30 +354,31 @@ def _fused_cg_for(xp, r):
         return None
 
 
-def _fused_operand(xp, q, r, name="A"):
-    """A product of operator ``name`` (A or M) as the fused solve takes it: a tessera
-    array of r's shape on r's device, in r's dtype (another dtype is cast)."""
+def _fused_operand(xp, q, r, name="A", func="cg"):
+    """A product of operator ``name`` (A or M) as a native solve (``func``'s) takes it: a
+    tessera array of r's shape on r's device, in r's dtype (another dtype is cast)."""
     if not isinstance(q, _xp_tessera().Array):
-        raise TypeError(f"cg: {name}'s matvec must return an array of b's namespace. "
+        raise TypeError(f"{func}: {name}'s matvec must return an array of b's namespace. "
                         f"Received: {type(q).__name__}")
     if q.device != r.device:
         from ..._errors import DeviceMismatchError
 
-        raise DeviceMismatchError(f"cg: {name}'s matvec returned an array on {q.device}, but "
-                                  f"b is on {r.device}; nothing is moved implicitly")
+        raise DeviceMismatchError(f"{func}: {name}'s matvec returned an array on {q.device}, "
+                                  f"but b is on {r.device}; nothing is moved implicitly")
     if tuple(q.shape) != tuple(r.shape):
-        raise ValueError(f"cg: {name}'s matvec must return shape {tuple(r.shape)}. Received: "
-                         f"shape {tuple(q.shape)}")
+        raise ValueError(f"{func}: {name}'s matvec must return shape {tuple(r.shape)}. "
+                         f"Received: shape {tuple(q.shape)}")
     return q if q.dtype == r.dtype else xp.astype(q, r.dtype)
 
 
-def _operand(xp, op, product, r, name):
+def _operand(xp, op, product, r, name, func="cg"):
     """Operator ``op`` (A or M) as a :class:`FusedOperand` for vectors like ``r``:
-    ``product`` (its matvec) on native buffers, and its stored matrix where it has one."""
+    ``product`` (its matvec) on native buffers, and its stored matrix where it has one
+    (``func``: the solver, named in the errors of ``apply``)."""
     new, dt, dev = _xp_tessera().Array._new, r._dtype, r._device
 
     def apply(v):
-        return _fused_operand(xp, product(new(v, dt, dev)), r, name)._data
+        return _fused_operand(xp, product(new(v, dt, dev)), r, name, func)._data
 
     if isinstance(op, _DenseOperator) and op.A.dtype == r.dtype:
         return FusedOperand(apply, "dense", (op.A._data,), op.variant)
@@ -565,10 +567,16 @@ def _b_norm(func, xp, b, vecdot):
     """||b||, refusing a b with NaN/inf entries or whose norm overflows (ValueError)."""
     bnrm2 = float(_norm(xp, b, vecdot))  # sync
     if not math.isfinite(bnrm2):
-        _check_finite(xp, b, func, "b")
-        raise ValueError(f"{func}: ||b|| overflows in {b.dtype}; rescale the system. "
-                         f"Received: b with max |b_i| = {float(xp.max(xp.abs(b)))}")
+        _refuse_b(func, xp, b)
     return bnrm2
+
+
+def _refuse_b(func, xp, b):
+    """Raise the ValueError for a b whose norm is not finite: NaN/inf entries, or an
+    overflow."""
+    _check_finite(xp, b, func, "b")
+    raise ValueError(f"{func}: ||b|| overflows in {b.dtype}; rescale the system. "
+                     f"Received: b with max |b_i| = {float(xp.max(xp.abs(b)))}")
 
 
 def _start(func, xp, b, x, nonzero, matvec, rtol, atol, maxiter, vecdot):
@@ -894,12 +902,31 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     and the small least-squares problem is solved on the host with Givens rotations.
     ``products`` (tessera): where the dot products sum, ``"device"`` (default) or
     ``"blas"`` (the host BLAS's order: SciPy's iterates; see the module docstring).
+
+    Notes
+    -----
+    On a device that registers ``krylov_vectors`` for b's dtype (the NumPy backend) the
+    same loop runs on its native buffers instead of on Arrays (the contract:
+    :mod:`tessera_array.sparse.linalg._vectors`), with the same iterates bit for bit;
+    ``A``, ``M`` and a callback still receive tessera Arrays.
     """
     if callback is not None and callback_type is None:
         warnings.warn(
             "gmres: called with a callback but without callback_type; the default "
             "'legacy' may change, as in SciPy. Pass callback_type='pr_norm', 'x' or "
             "'legacy' explicitly.", DeprecationWarning, stacklevel=2)
+    return _gmres(A, b, x0, rtol=rtol, atol=atol, restart=restart, maxiter=maxiter, M=M,
+                  callback=callback, callback_type=callback_type, report=report,
+                  products=products)
+
+
+def _gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=None,
+           callback=None, callback_type=None, report=False, products="device",
+           native=True):
+    """gmres's core: :func:`gmres`'s arguments (``callback_type=None`` is ``'legacy'``,
+    without gmres's warning), and a seam for tests and benchmarks: ``native=False`` runs
+    the loop on Arrays where the device has native vector operations (the reference
+    they are tested against)."""
     if callback_type is None:
         callback_type = "legacy"
     if callback_type not in ("x", "pr_norm", "legacy"):
@@ -909,17 +936,23 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         callback_type = None
     _check_products("gmres", products)
     A, M, x, b, xp, nonzero = _make_system("gmres", A, M, x0, b)
-    matvec = _fast_matvec(A)
-    psolve = (lambda v: v) if M is None else M.matvec
     n = b.shape[0]
-    vecdot, vecmat = _products(xp, b, products)
-    bnrm2 = _b_norm("gmres", xp, b, vecdot)
+    vec = _native_vectors(xp, A, M, b, products) if native else None
+    if vec is None:
+        vec = _ArrayVectors(xp, A, M, b, products)
+        bv, xv, wrap = b, x, _same
+    else:
+        new, dt, dev = _xp_tessera().Array._new, b._dtype, b._device
+        bv, xv = b._data, x._data
+
+        def wrap(v):
+            return new(v, dt, dev)
+    bnrm2 = vec.norm(bv)  # sync
+    if not math.isfinite(bnrm2):
+        _refuse_b("gmres", xp, b)
     atol = _get_atol("gmres", bnrm2, atol, rtol)
     if bnrm2 == 0:
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
-    dt = b.dtype
-    cplx = xp.isdtype(dt, "complex floating")
-    eps = float(xp.finfo(dt).eps)
     if maxiter is None:
         maxiter = 10 * n
     if restart is None:
@@ -928,21 +961,101 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     if restart < 1 or int(maxiter) != maxiter or maxiter < 0:
         raise ValueError(f"gmres: restart must be >= 1 and maxiter >= 0. Received: "
                          f"restart={restart}, maxiter={maxiter!r}")
-    maxiter = int(maxiter)
-    Mb_nrm2 = float(_norm(xp, psolve(b), vecdot))  # sync
-    ptol_max_factor = 1.0
-    ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
-    presid = 0.0
-    V = _Basis(xp, restart + 1, n, dt, _device(b), listed=_is_dask(b))
     # w = M A v is orthogonalized in place (as SciPy does) when it is known to be a
     # fresh array (the library's own operators); a user's matvec or M may return one
     # it keeps (even its input, a row of V), so then the first update is out of place.
-    owned = (isinstance(A, (_DenseOperator, _CSROperator, _NamespaceOperator))
-             and (M is None or isinstance(M, (_DenseOperator, _CSROperator,
-                                              _NamespaceOperator))))
+    owned = (isinstance(A, _OWN_OPERATORS) and (M is None or isinstance(M, _OWN_OPERATORS)))
+    x, info, its, hist = _gmres_loop(vec, bv, xv, nonzero, owned, restart, int(maxiter),
+                                     atol, bnrm2, xp.finfo(b.dtype).eps,
+                                     xp.isdtype(b.dtype, "complex floating"), callback,
+                                     callback_type, wrap)
+    return _finish(report, wrap(x), info, its, hist)
+
+
+_OWN_OPERATORS = (_DenseOperator, _CSROperator, _NamespaceOperator)
+
+
+def _same(v):
+    return v
+
+
+class _ArrayVectors:
+    """gmres's vector operations on arrays of ``b``'s namespace (the generic path, on
+    every device and for every library; the contract: :mod:`._vectors`): the solver's
+    products (:func:`_products`), the registered ``axpy`` or its expression, dask's
+    settle, and :class:`_Basis`."""
+
+    def __init__(self, xp, A, M, b, products):
+        self.xp = xp
+        self.matvec = _fast_matvec(A)
+        self.psolve = _same if M is None else M.matvec
+        self.dot, self._vecmat = _products(xp, b, products)
+        self.axpy = _axpy_for(xp, b)
+        self.settle = _settler(xp)
+        self._shape = (b.shape[0], b.dtype, _device(b), _is_dask(b))
+
+    def norm(self, v) -> float:
+        return float(_norm(self.xp, v, self.dot))  # sync
+
+    def basis(self, m):
+        n, dt, dev, listed = self._shape
+        return _Basis(self.xp, m, n, dt, dev, listed=listed)
+
+    def vecmat(self, coef, V, k):
+        _, dt, dev, _ = self._shape
+        return self._vecmat(self.xp.asarray(coef, dtype=dt, device=dev), V.first(k))
+
+
+def _native_vectors(xp, A, M, b, products):
+    """The device's ``krylov_vectors`` for tessera ``b`` (its dtype), with ``A`` and ``M``
+    as FusedOperands; None where it registers none or declines."""
+    if xp is not _xp_tessera():
+        return None
+    from ..._dispatch import lookup
+    from ..._errors import KernelNotFoundError
+
+    try:
+        launcher = lookup("krylov_vectors", b.device, b.dtype)
+    except KernelNotFoundError:
+        return None
+    Aop = _native_operand(xp, A, _fast_matvec(A), b, "A")
+    Mop = None if M is None else _native_operand(xp, M, M.matvec, b, "M")
+    return launcher(b._data, Aop, Mop, products == "blas")
+
+
+def _native_operand(xp, op, product, b, name):
+    """Operator ``op`` (A or M) as ``krylov_vectors`` takes it: a :class:`FusedOperand`
+    whose ``apply`` is, for a stored matrix, its registered kernel of the routed variant
+    itself (native in, native out); for any other operator :func:`_operand`'s."""
+    if isinstance(op, _DenseOperator) and op.A.dtype == b.dtype:
+        launch, a = op._launch, op.A._data
+
+        def dense(v):
+            return launch(a, v)
+
+        return FusedOperand(dense, "dense", (a,), op.variant)
+    if isinstance(op, _CSROperator) and op.A.dtype == b.dtype:
+        A = op.A
+        return FusedOperand(A._native_spmv(op.variant), "csr",
+                            (A.data._data, A.indices._data, A.indptr._data), op.variant)
+    return _operand(xp, op, product, b, name, "gmres")
+
+
+def _gmres_loop(vec, b, x, nonzero, owned, restart, maxiter, atol, bnrm2, eps, cplx,
+                callback, callback_type, wrap):
+    """gmres's restarts, SciPy's iteration, on the vectors of ``vec`` (a
+    :class:`~._vectors.KrylovVectors`; ``b`` and ``x`` are of its kind, ``x`` updated in
+    place or replaced): ``(x, info, inner iterations, residual norms)``. ``wrap(v)`` is
+    the Array a callback is given for vector ``v``."""
+    matvec, psolve, dot, norm, axpy, settle = (vec.matvec, vec.psolve, vec.dot, vec.norm,
+                                               vec.axpy, vec.settle)
+    eps = float(eps)
+    Mb_nrm2 = norm(psolve(b))  # sync
+    ptol_max_factor = 1.0
+    ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
+    presid = 0.0
+    V = vec.basis(restart + 1)
     givens = [(1.0, 0.0)] * restart
-    axpy = _axpy_for(xp, b)
-    settle = _settler(xp)
     inner_iter = 0
     hist = []
     rnorm = math.inf
@@ -950,11 +1063,14 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     for iteration in range(maxiter):
         if iteration == 0:
             r = (b - matvec(x)) if nonzero else b
-            done = _residual_test(xp, r, x, atol, 0, hist, report, vecdot)  # sync
-            if done is not None:
-                return done
+            rnorm = norm(r)  # sync
+            hist.append(rnorm)
+            if rnorm < atol:
+                return x, 0, 0, hist
+            if not math.isfinite(rnorm):
+                return x, -20, 0, hist
         v0 = psolve(r)
-        tmp = float(_norm(xp, v0, vecdot))  # sync
+        tmp = norm(v0)  # sync
         if owned and v0 is not b:
             v0 *= 1 / tmp  # v0 is this solver's (r, or M r): scaled in place
             V.set(0, v0)
@@ -967,21 +1083,21 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         nonfinite = False
         for col in range(restart):
             w, = settle(psolve(matvec(V.row(col))))
-            h0 = float(_norm(xp, w, vecdot))  # sync
+            h0 = norm(w)  # sync
             if not math.isfinite(h0):
                 nonfinite = True
                 break
             hcol = h[col]
             for k in range(col + 1):  # modified Gram-Schmidt
                 vk = V.row(k)
-                t = vecdot(vk, w)
-                hcol[k] = _scalar(t, cplx)  # sync
+                t = dot(vk, w)
+                hcol[k] = complex(t) if cplx else float(t)  # sync
                 if owned or k > 0:
                     w = axpy(t, vk, w, True)  # w -= t * vk
                 else:
                     w = w - t * vk
                 w, = settle(w)
-            h1 = float(_norm(xp, w, vecdot))  # sync
+            h1 = norm(w)  # sync
             hcol[col + 1] = h1
             if h1 <= eps * h0:
                 hcol[col + 1] = 0.0
@@ -1008,7 +1124,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
             if presid <= ptol or breakdown:
                 break
         if nonfinite:
-            return _finish(report, x, -20, inner_iter, hist)
+            return x, -20, inner_iter, hist
         # Back substitution with the triangular h (a pseudo-solve where singular).
         if h[col][col] == 0:
             S[col] = 0
@@ -1022,21 +1138,20 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         if y[0] != 0:
             y[0] = _cdiv(y[0], h[0][0]) if cplx else y[0] / h[0][0]
         # dx = y @ V (vecmat conjugates its vector: conj(y) given; exact)
-        yc = [v.conjugate() for v in y] if cplx else y
-        dx = vecmat(xp.asarray(yc, dtype=dt, device=_device(b)), V.first(col + 1))
+        dx = vec.vecmat([v.conjugate() for v in y] if cplx else y, V, col + 1)
         if callback_type == "x":
             x = x + dx  # a new array: the callback may keep the one it was given
         else:
             x += dx
         x, r = settle(x, b - matvec(x))
-        rnorm = float(_norm(xp, r, vecdot))  # sync
+        rnorm = norm(r)  # sync
         hist.append(rnorm)
         if not math.isfinite(rnorm):
-            return _finish(report, x, -20, inner_iter, hist)
+            return x, -20, inner_iter, hist
         if callback_type == "legacy" and inner_iter == maxiter:
-            return _finish(report, x, 0 if rnorm <= atol else maxiter, inner_iter, hist)
+            return x, 0 if rnorm <= atol else maxiter, inner_iter, hist
         if callback_type == "x":
-            callback(x)
+            callback(wrap(x))
         if rnorm <= atol or breakdown:
             break
         if presid <= ptol:
@@ -1044,8 +1159,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         else:
             ptol_max_factor = min(1.0, 1.5 * ptol_max_factor)
         ptol = presid * min(ptol_max_factor, atol / rnorm)
-    info = 0 if rnorm <= atol else maxiter
-    return _finish(report, x, info, inner_iter, hist)
+    return x, 0 if rnorm <= atol else maxiter, inner_iter, hist
 
 
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
