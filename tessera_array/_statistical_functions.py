@@ -32,6 +32,7 @@ __all__ = [
 _builtin_bool = bool
 _builtin_any = any
 _new = Array._new
+_object_new = object.__new__
 
 # The default result dtype of sum/prod/cumulative_* (dtype=None): integers of a
 # smaller range than the default integer widen to int64 (signed) or uint64
@@ -162,7 +163,11 @@ def sum(
         if dt.kind in "fc":
             # The hot path: a whole-array float sum, one native call.
             dev = x._device
-            return _new(dev.ops.sum(x._data), dt, dev)
+            obj = _object_new(Array)
+            obj._data = dev.ops.sum(x._data)
+            obj._dtype = dt
+            obj._device = dev
+            return obj
     return _accumulate("sum", x, axis, dtype, keepdims)
 
 
