@@ -1050,7 +1050,10 @@ def _gmres_loop(vec, b, x, nonzero, owned, restart, maxiter, atol, bnrm2, eps, c
     matvec, psolve, dot, norm, axpy, settle = (vec.matvec, vec.psolve, vec.dot, vec.norm,
                                                vec.axpy, vec.settle)
     eps = float(eps)
-    Mb_nrm2 = norm(psolve(b))  # sync
+    # (a norm of a vector whose norm is known is not taken again: M b is b without M,
+    # r is b from x = 0, and M r is r; the same value, one product and sync fewer)
+    Mb = psolve(b)
+    Mb_nrm2 = bnrm2 if Mb is b else norm(Mb)  # sync
     ptol_max_factor = 1.0
     ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
     presid = 0.0
@@ -1063,14 +1066,14 @@ def _gmres_loop(vec, b, x, nonzero, owned, restart, maxiter, atol, bnrm2, eps, c
     for iteration in range(maxiter):
         if iteration == 0:
             r = (b - matvec(x)) if nonzero else b
-            rnorm = norm(r)  # sync
+            rnorm = bnrm2 if r is b else norm(r)  # sync
             hist.append(rnorm)
             if rnorm < atol:
                 return x, 0, 0, hist
             if not math.isfinite(rnorm):
                 return x, -20, 0, hist
         v0 = psolve(r)
-        tmp = norm(v0)  # sync
+        tmp = rnorm if v0 is r else norm(v0)  # sync
         if owned and v0 is not b:
             v0 *= 1 / tmp  # v0 is this solver's (r, or M r): scaled in place
             V.set(0, v0)
