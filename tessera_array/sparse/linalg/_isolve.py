@@ -992,18 +992,18 @@ class _ArrayVectors:
         self.dot, self._vecmat = _products(xp, b, products)
         self.axpy = _axpy_for(xp, b)
         self.settle = _settler(xp)
-        self._shape = (b.shape[0], b.dtype, _device(b), _is_dask(b))
+        self.n, self.dtype, self.device = b.shape[0], b.dtype, _device(b)
+        self.listed = _is_dask(b)  # (a basis of immutable rows: see _Basis)
 
     def norm(self, v) -> float:
         return float(_norm(self.xp, v, self.dot))  # sync
 
     def basis(self, m):
-        n, dt, dev, listed = self._shape
-        return _Basis(self.xp, m, n, dt, dev, listed=listed)
+        return _Basis(self.xp, m, self.n, self.dtype, self.device, listed=self.listed)
 
     def vecmat(self, coef, V, k):
-        _, dt, dev, _ = self._shape
-        return self._vecmat(self.xp.asarray(coef, dtype=dt, device=dev), V.first(k))
+        c = self.xp.asarray(coef, dtype=self.dtype, device=self.device)
+        return self._vecmat(c, V.first(k))
 
 
 def _native_vectors(xp, A, M, b, products):
