@@ -33,6 +33,8 @@ _SOURCES = (
     "tessera_array/sparse/linalg/*.py",
     "backends/numpy/sparse.py",
     "backends/numpy/matvec.py",
+    "backends/numpy/cg.py",
+    "backends/numpy/krylov.py",
     "backends/numpy/__init__.py",
     "backends/numpy/_ops*.py",
     "backends/numpy/_namespace.py",
