@@ -44,6 +44,11 @@ class KernelRegistry:
     def __init__(self):
         self._kernels: dict = {}
         self._lock = threading.Lock()
+        # The module's lookup(op, device, dtype, variant) by (op, id(device), id(dtype),
+        # variant): devices and dtypes are interned, and a hit costs a tuple's hash, where
+        # a KernelKey with its DType hashes through Python (~1 us a lookup, a few a solve).
+        # Emptied by every change of the registry.
+        self._fast: dict = {}
 
     @staticmethod
     def _check_key(op, backend, dtype, variant, func):
@@ -80,6 +85,7 @@ class KernelRegistry:
                 if key in self._kernels and not replace:
                     raise ValueError(f"register: a kernel is already registered for {key}")
                 self._kernels[key] = launcher
+            self._fast.clear()
 
     def register_family(self, family: str, backend: str, dtypes, launchers) -> None:
         """Register ``launchers[op]`` for every op of kernel family ``family`` (a mapping by
@@ -100,6 +106,7 @@ class KernelRegistry:
         with self._lock:
             for key in [k for k in self._kernels if k.backend == backend]:
                 del self._kernels[key]
+            self._fast.clear()
 
     def lookup(self, op: str, backend: str, dtype: DType,
                variant: str = DEFAULT_VARIANT) -> Callable:
@@ -145,4 +152,11 @@ registry = KernelRegistry()
 
 def lookup(op: str, device, dtype: DType, variant: str = DEFAULT_VARIANT) -> Callable:
     """The launcher of ``op`` for arrays of ``dtype`` on ``device``."""
-    return registry.lookup(op, device.backend.name, dtype, variant)
+    fast = registry._fast
+    key = (op, id(device), id(dtype), variant)
+    hit = fast.get(key)
+    if hit is not None:
+        return hit
+    launcher = registry.lookup(op, device.backend.name, dtype, variant)
+    fast[key] = launcher
+    return launcher
