@@ -52,6 +52,13 @@ _SOURCES = (
 # (backends/numpy/_threads.py), which a spinning worker slows. Back to back, a tessera
 # batch right after SciPy's ran with that worker on the second core.
 BLAS_SETTLE_S = 0.15
+# OpenBLAS runs ?dot on one thread up to this length (backends/numpy/_threads.py) and a
+# gemv of m * n < 9216 too: a Poisson system this small threads nowhere, and its
+# 0.3-0.5 ms calls timed one a batch right after a pause measure a cold start (after
+# 0.15 s idle the first six calls of cg on Poisson 64^2 took 1.1-1.5 ms, 0.5-0.66, ...
+# against 0.30 steady; NOTES.md), so its rows run without the pause. Where there is a
+# pause, each side makes one untimed call after it (``prime``): its own steady state.
+BLAS_SERIAL_MAX = 10000
 FULL_SYSTEMS = (("poisson", 64), ("poisson", 256), ("poisson", 512), ("poisson", 1024),
                 ("dense_spd", 513), ("dense_spd", 2049))
 QUICK_SYSTEMS = (("poisson", 64), ("poisson", 256), ("dense_spd", 513))
@@ -149,6 +156,9 @@ def benchmarks(ctx) -> list:
                 n = size * size if kind == "poisson" else size
                 label = f"{kind}{size}^2" if kind == "poisson" else f"{kind}{size}"
                 target = 1.0
+                # (the pause only where OpenBLAS threads: a dense gemv, or dots past its
+                # serial length; a 0.5 ms batch right after it times a cold call)
+                settle = BLAS_SETTLE_S if kind != "poisson" or n > BLAS_SERIAL_MAX else 0.0
                 out.append(Benchmark(
                     suite="krylov",
                     name=solver,
@@ -163,6 +173,7 @@ def benchmarks(ctx) -> list:
                     peer_name="scipy",
                     target=target,
                     check=_check,
-                    settle_s=BLAS_SETTLE_S,
+                    settle_s=settle,
+                    prime=settle > 0,
                 ))
     return out
