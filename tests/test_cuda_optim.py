@@ -493,6 +493,18 @@ def test_empty_lists_do_nothing():
                                    eps2=1e-3, d=1.0, weight_decay=0.0, maximize=False) == ()
 
 
+def _adafactor_buffers(rng, shapes, dtype):
+    """Host parameters and states (params, rows, cols, vars), their device copies, and
+    device gradient buffers (written before each step)."""
+    pn = [rand(rng, s, dtype) for s in shapes]
+    state = [_adafactor_state(rng, s, dtype) for s in shapes]
+    rn, cn, vn = ([st[j] for st in state] for j in range(3))
+    pd = [dev(a) for a in pn]
+    rd, cd, vd = ([None if a is None else dev(a) for a in lst] for lst in (rn, cn, vn))
+    gd = [cupy.empty(s, dtype) for s in shapes]
+    return pn, rn, cn, vn, pd, rd, cd, vd, gd
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_adafactor_kept_call_takes_each_calls_values(dtype):
     """Steps on the same buffers (gradients rewritten in place, as a training loop's) reuse
@@ -500,12 +512,7 @@ def test_adafactor_kept_call_takes_each_calls_values(dtype):
     maximize, d and the rates change from step to step), against NumPy."""
     rng = np.random.default_rng(34)
     shapes = [(40, 1100), (3, 8, 16), (33,)]
-    pn = [rand(rng, s, dtype) for s in shapes]
-    state = [_adafactor_state(rng, s, dtype) for s in shapes]
-    rn, cn, vn = ([st[j] for st in state] for j in range(3))
-    pd = [dev(a) for a in pn]
-    rd, cd, vd = ([None if a is None else dev(a) for a in lst] for lst in (rn, cn, vn))
-    gd = [cupy.empty(s, dtype) for s in shapes]
+    pn, rn, cn, vn, pd, rd, cd, vd, gd = _adafactor_buffers(rng, shapes, dtype)
     cu_optim._calls.clear()
     for t in range(1, 6):
         grads = [rand(rng, s, dtype) for s in shapes]
@@ -538,12 +545,7 @@ def test_adafactor_call_found_by_its_objects(monkeypatch):
     dtype = np.float32
     rng = np.random.default_rng(35)
     shapes = [(40, 1100), (33,)]
-    pn = [rand(rng, s, dtype) for s in shapes]
-    state = [_adafactor_state(rng, s, dtype) for s in shapes]
-    rn, cn, vn = ([st[j] for st in state] for j in range(3))
-    pd = [dev(a) for a in pn]
-    rd, cd, vd = ([None if a is None else dev(a) for a in lst] for lst in (rn, cn, vn))
-    gd = [cupy.empty(s, dtype) for s in shapes]
+    pn, rn, cn, vn, pd, rd, cd, vd, gd = _adafactor_buffers(rng, shapes, dtype)
     kw = {"lr": 0.01, "rho": 0.01, "rate": 0.1, "eps1": None, "eps2": 1e-3, "d": 1.0,
           "weight_decay": 0.0, "maximize": False}
     real_key = cu_optim._call_key
