@@ -28,6 +28,7 @@ sla = pytest.importorskip("scipy.sparse.linalg")
 from _problems import convection_diffusion, poisson2d
 
 _isolve = tla._isolve
+_gmres_mod = tla._gmres  # gmres's module: _gmres, _ArrayVectors, _native_vectors
 
 
 def dense_spd(n, seed=1):
@@ -78,7 +79,7 @@ def _both(*args, **kw):
         kw2 = dict(kw)
         if "callback_type" in kw2:
             kw2["callback"] = seen.append
-        res = _isolve._gmres(*args, native=native, **kw2)
+        res = _gmres_mod._gmres(*args, native=native, **kw2)
         out.append((res, seen))
     return out
 
@@ -115,14 +116,14 @@ def test_native_path_is_taken_on_the_host(monkeypatch):
         def __init__(self, *args, **kw):
             raise AssertionError("the Array-level loop ran")
 
-    monkeypatch.setattr(_isolve, "_ArrayVectors", Refused)
-    monkeypatch.setattr(_isolve, "_Basis", Refused)
+    monkeypatch.setattr(_gmres_mod, "_ArrayVectors", Refused)
+    monkeypatch.setattr(_gmres_mod, "_Basis", Refused)
     x, info = tla.gmres(csr_array(a), xp.asarray(b), restart=5, maxiter=2)
     xs, ins = sla.gmres(a, b, restart=5, maxiter=2)
     assert info == ins
     np.testing.assert_array_equal(np.asarray(x), xs)
     with pytest.raises(AssertionError, match="the Array-level loop ran"):
-        _isolve._gmres(csr_array(a), xp.asarray(b), restart=5, maxiter=2, native=False)
+        _gmres_mod._gmres(csr_array(a), xp.asarray(b), restart=5, maxiter=2, native=False)
 
 
 def test_native_vectors_where_registered(device):
@@ -134,7 +135,7 @@ def test_native_vectors_where_registered(device):
         b = xp.ones(4, dtype=dt, device=device)
         A, M, _, b, ns, _ = _isolve._make_system("gmres", xp.eye(4, dtype=dt, device=device),
                                                 None, None, b)
-        vec = _isolve._native_vectors(ns, A, M, b, "device")
+        vec = _gmres_mod._native_vectors(ns, A, M, b, "device")
         try:
             _dispatch.lookup("krylov_vectors", device, dt)
         except KernelNotFoundError:
@@ -156,7 +157,7 @@ def test_strided_b_takes_the_generic_loop():
     bt = xp.asarray(big)[::2]
     A, _, _, bs, _, _ = _isolve._make_system("gmres", csr_array(a), None, None, bt)
     assert not bs._data.flags.c_contiguous
-    assert _isolve._native_vectors(xp, A, None, bs, "device") is None
+    assert _gmres_mod._native_vectors(xp, A, None, bs, "device") is None
     x, info = tla.gmres(csr_array(a), bt, restart=5, maxiter=2)
     xs, ins = sla.gmres(a, b, restart=5, maxiter=2)
     assert info == ins
@@ -249,7 +250,7 @@ def test_callback_type_checks_and_warning():
         tla.gmres(A, bt, callback=lambda r: None, maxiter=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _isolve._gmres(A, bt, callback=lambda r: None, maxiter=1)  # the core: legacy, quiet
+        _gmres_mod._gmres(A, bt, callback=lambda r: None, maxiter=1)  # the core: legacy, quiet
     with pytest.raises(ValueError, match=r"gmres: callback_type must be"):
         tla.gmres(A, bt, callback_type="bad")
 
@@ -345,19 +346,19 @@ def test_zero_rhs_maxiter_zero_and_bad_b():
     a, b = _system("poisson", "float64")
     A = csr_array(a)
     for native in (True, False):
-        x, info = _isolve._gmres(A, xp.zeros(a.shape[0]), native=native)
+        x, info = _gmres_mod._gmres(A, xp.zeros(a.shape[0]), native=native)
         assert info == 0 and not bool(xp.any(x != 0)) and isinstance(x, xp.Array)
-        x, info, rep = _isolve._gmres(A, xp.asarray(b), maxiter=0, report=True,
-                                      native=native)
+        x, info, rep = _gmres_mod._gmres(A, xp.asarray(b), maxiter=0, report=True,
+                                         native=native)
         assert info == 0 and rep.iterations == 0 and not bool(xp.any(x != 0))
         bb = b.copy()
         bb[2] = np.nan
         with pytest.raises(ValueError, match=r"gmres: b must be finite"):
-            _isolve._gmres(A, xp.asarray(bb), native=native)
+            _gmres_mod._gmres(A, xp.asarray(bb), native=native)
         with warnings.catch_warnings():  # (the dot's overflow warning: see above)
             warnings.simplefilter("ignore", RuntimeWarning)
             with pytest.raises(ValueError, match=r"gmres: \|\|b\|\| overflows"):
-                _isolve._gmres(A, xp.asarray(np.full(a.shape[0], 1e300)), native=native)
+                _gmres_mod._gmres(A, xp.asarray(np.full(a.shape[0], 1e300)), native=native)
 
 
 def test_callers_arrays_untouched():

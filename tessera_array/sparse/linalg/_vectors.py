@@ -2,8 +2,8 @@
 
 :func:`tessera_array.sparse.linalg.gmres` runs its restarts (Arnoldi with modified
 Gram-Schmidt, the Givens rotations and back substitution on the host, the update of x)
-once, in ``_isolve._gmres_loop``, against the handful of vector operations of a
-:class:`KrylovVectors`. Its generic realisation, ``_isolve._ArrayVectors``, works on
+once, in ``_gmres._gmres_loop``, against the handful of vector operations of a
+:class:`KrylovVectors`. Its generic realisation, ``_gmres._ArrayVectors``, works on
 arrays of ``b``'s namespace (tessera Arrays on any device, another library's arrays,
 dask arrays): every operation there is an Array method or a namespace function. A backend
 may register op ``krylov_vectors`` (family ``matvec``) for floating dtypes; for a tessera
