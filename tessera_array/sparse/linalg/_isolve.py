@@ -48,19 +48,14 @@ and there each iteration is persisted once and its scalars read in one compute.
 Synchronization: each iteration reads residual norms back to the host for the stopping
 test (``# sync:`` below); GMRES also reads each Hessenberg entry, as SciPy and CuPy do.
 
-Fused CG: on a device that registers ``cg_fused`` for the system's dtype (OpenCL: real,
-four launches an iteration; CUDA: real and complex, one persistent cooperative kernel a
-run), cg with ``products="device"`` hands its iterations to the device (the contract:
-:mod:`tessera_array.sparse.linalg._fused`), up to k of them, stopping test included, per
-host read: k follows the residual's decay (:func:`_steps_per_read`), is 1 where ``A`` or
-``M`` is the caller's callable, and ``check_every`` (default 1) with a callback, called
-after each run that moved x. The generic loop stays the reference: :func:`_cg` takes
-``fused=False`` (and ``steps_per_read=k``) for tests and benchmarks.
-
-GMRES lives in :mod:`tessera_array.sparse.linalg._gmres` (its restarts, rotations and
-vector operations, on native buffers where a device registers ``krylov_vectors``); it
-follows everything above and uses this module's system set-up, products and update
-helpers, looked up here when it runs. The other five solvers are in this module.
+Fused CG: where the device registers ``cg_fused`` for the dtype (NumPy: SciPy's loop on
+the ndarrays; OpenCL: real, four launches an iteration; CUDA: one persistent cooperative
+kernel a run), cg with ``products="device"`` hands its iterations to it (the contract:
+:mod:`._fused`), up to k per host read: k follows the residual's decay
+(:func:`_steps_per_read`), is 1 for a callable ``A`` or ``M``, ``check_every`` with a
+callback. The generic loop stays the reference: :func:`_cg` takes ``fused=False``.
+GMRES is in :mod:`._gmres` (on native buffers where a device registers
+``krylov_vectors``), on this module's set-up, products and update helpers.
 """
 
 from __future__ import annotations
