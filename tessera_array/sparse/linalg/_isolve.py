@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from ..._dtypes import DType
 from .._routing import KINDS, matvec_variant
 from ._fused import CGStatus, FusedOperand
 from ._interface import (
@@ -465,12 +466,20 @@ def _make_system(func, A, M, x0, b, *, need_rmatvec=False):
     floating = ("real floating", "complex floating")
 
     def fl(dt):
-        return dt if dt is not None and xp.isdtype(dt, floating) else xp.float64
+        if dt is None:
+            return xp.float64
+        if xp is T and dt.__class__ is DType:  # (what isdtype decides, without its checks)
+            return dt if dt.kind in "fc" else xp.float64
+        return dt if xp.isdtype(dt, floating) else xp.float64
 
     bdt = fl(b.dtype)
-    b = xp.reshape(b if b.dtype == bdt else xp.astype(b, bdt), (n,))
+    if b.dtype != bdt:
+        b = xp.astype(b, bdt)
+    if tuple(b.shape) != (n,):
+        b = xp.reshape(b, (n,))
     adt = op.dtype if op.dtype is not None else op.matvec(b).dtype
-    xtype = xp.result_type(fl(adt), bdt)
+    fa = fl(adt)
+    xtype = bdt if fa is bdt else xp.result_type(fa, bdt)
     if b.dtype != xtype:
         b = xp.astype(b, xtype)
     op = _cast_operator(op, xtype, variant, xp, func, "A")
