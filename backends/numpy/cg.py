@@ -60,6 +60,30 @@ def _real_dot(n: int, dtype):
     return np.ndarray.dot
 
 
+def _root(s) -> float:
+    """The square root in ``s``'s own (single) precision, as a Python float."""
+    return float(np.sqrt(s))
+
+
+def _norm_for(n: int, dtype):
+    """``f(v) -> ||v||`` (a Python float) for vectors of length ``n`` and ``dtype``, as the
+    generic loops' norm on the NumPy backend computes it: the square root in the real
+    dtype of ``v . v``, or of ``re . re + im . im`` over contiguous copies of the parts (as
+    the namespace's ``real`` / ``imag`` make them; a strided part sums otherwise)."""
+    dt = np.dtype(dtype)
+    real = np.dtype(dt.char.lower())
+    part = _real_dot(n, real)
+    root = math.sqrt if real == np.float64 else _root
+    if dt.kind == "c":
+        def norm(v):
+            re, im = np.array(v.real), np.array(v.imag)
+            return root(part(re, re) + part(im, im))
+    else:
+        def norm(v):
+            return root(part(v, v))
+    return norm
+
+
 def _product(op, dtype, n, what):
     """``op`` (a FusedOperand) as ``f(v) -> op v`` on ndarrays: a stored matrix through
     the backend's own routine; anything else through ``op.apply``, its result checked."""
@@ -97,16 +121,10 @@ class HostCG:
         self.cplx = r.dtype.kind == "c"
         self.matvec = _product(A, r.dtype, n, "q = A p")
         self.psolve = None if M is None else _product(M, r.dtype, n, "z = M r")
+        self._norm = _norm_for(n, r.dtype)
         self.done = 0  # steps taken (tests passed)
         self.rho_prev = self.pq = None
         self.finished = False
-
-    def _norm(self, v) -> float:
-        """||v|| in numpy.linalg.norm's order (re . re + im . im for complex)."""
-        if self.cplx:
-            re, im = v.real, v.imag
-            return math.sqrt(float(_vecdot(re, re) + _vecdot(im, im)))
-        return math.sqrt(float(_vecdot(v, v)))
 
     def run(self, k: int):
         """Up to ``k`` iterations: the generic loop's tests and steps on the ndarrays."""

@@ -23,15 +23,13 @@ So the iterates are the generic loop's bit for bit (and, as its are, SciPy's). B
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from tessera_array import _dtypes
 
 from . import matvec as _mv
 from ._namespace import vecdot as _vecdot
-from .cg import _real_dot
+from .cg import _norm_for, _real_dot
 
 __all__ = ["HostVectors", "krylov_vectors", "register"]
 
@@ -76,18 +74,8 @@ class HostVectors:
         self.matvec = A.apply
         self.psolve = _same if M is None else M.apply
         cplx = dt.kind == "c"
-        real = np.dtype(dt.char.lower())
         self.dot = _vecdot if cplx else _real_dot(n, dt)
-        part = _real_dot(n, real)
-        root = math.sqrt if real == np.float64 else _root
-        if cplx:
-            def norm(v):
-                re, im = np.array(v.real), np.array(v.imag)
-                return root(part(re, re) + part(im, im))
-        else:
-            def norm(v):
-                return root(part(v, v))
-        self.norm = norm
+        self.norm = _norm_for(n, dt)
 
     @staticmethod
     def axpy(alpha, x, y, subtract=False):
@@ -99,11 +87,6 @@ class HostVectors:
 
     def vecmat(self, coef, V, k):
         return _mv.vecmat(np.asarray(coef, dtype=self.dtype), V.first(k))
-
-
-def _root(s) -> float:
-    """The square root in ``s``'s own (single) precision, as a Python float."""
-    return float(np.sqrt(s))
 
 
 def krylov_vectors(b, A, M, blas) -> HostVectors | None:
