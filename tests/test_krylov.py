@@ -875,6 +875,34 @@ def test_cg_batched_bad_input(device):
     assert infos == (-30, -30)
 
 
+def test_cg_batched_column_stops_on_its_own_curvature(device, monkeypatch):
+    """A column whose step finds p^H A p <= 0 stops at -30 with its last good iterate while
+    the others go on; one host read an iteration (norms and curvatures together)."""
+    a = np.diag([2.0, 1.0, -1.0, 3.0])
+    B = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    reads = []
+    real = tla._isolve._host_floats
+
+    def counted(ns, v):
+        reads.append(v.shape)
+        return real(ns, v)
+
+    monkeypatch.setattr(tla._isolve, "_host_floats", counted)
+    X, infos, reps = tla.cg(xp.asarray(a, device=device), xp.asarray(B, device=device),
+                            rtol=1e-12, report=True)
+    assert infos == (0, -30)
+    assert [r.iterations for r in reps] == [2, 0]
+    np.testing.assert_allclose(_np(X)[:, 0], [0.5, 1.0, 0.0, 0.0], rtol=1e-12)
+    assert not np.any(_np(X)[:, 1])  # (x0 = 0: the step it refused was its first)
+    for j, (info, its) in enumerate(((0, 2), (-30, 0))):
+        x1, i1, r1 = tla.cg(xp.asarray(a, device=device), xp.asarray(B[:, j], device=device),
+                            rtol=1e-12, report=True)
+        assert (i1, r1.iterations) == (info, its)
+        np.testing.assert_allclose(_np(x1), _np(X)[:, j], rtol=1e-12, atol=0)
+    # ||b|| once, then one read each of the three iterations it took (the last one stops)
+    assert reads == [(2,), (2,), (4,), (4,)]
+
+
 def test_deterministic(device):
     a = convection_diffusion(6)
     A = csr_array(a, device=device)

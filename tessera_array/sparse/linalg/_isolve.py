@@ -286,6 +286,22 @@ def _reader(xp):
     return _dask_floats if _dask_namespace(xp) else _floats_of
 
 
+def _host_floats(xp, v) -> list:
+    """The entries of the 1-D real array ``v`` as Python floats, in one read (``# sync``):
+    one transfer of the whole vector, not one per entry."""
+    if xp is _xp_tessera():
+        import numpy as np
+
+        return np.asarray(v.to_device("cpu")).tolist()
+    if _dask_namespace(xp):
+        import dask
+
+        (v,) = dask.compute(v)
+        return _host_floats(v.__array_namespace__(), v) if hasattr(
+            v, "__array_namespace__") else [float(t) for t in v]
+    return [float(t) for t in v]
+
+
 def _as_is(*values):
     return values
 
@@ -767,7 +783,7 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
             return xp.sqrt(coldot(re, re) + coldot(im, im))
         return xp.sqrt(coldot(V, V))
 
-    bn = [float(v) for v in colnorms(B)]  # sync
+    bn = _host_floats(xp, colnorms(B))  # sync
     tols = [_get_atol("cg", v, atol, rtol) for v in bn]
     if maxiter is None:
         maxiter = 10 * n
@@ -777,9 +793,26 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
     hists = [[] for _ in range(k)]
     X = X * xp.asarray([0.0 if v == 0 else 1.0 for v in bn], dtype=dt, device=_device(B)) \
         if 0.0 in bn else X
-    P = rho_prev = None
+    P = rho_prev = pq = None
+    live = mask = None  # the columns still iterating: on the host, and on the device
+
+    def curvature(pqh, rn, step):
+        # A column whose last step found p^H A p <= 0 (or NaN) did not take it (its step
+        # length was 0 on the device): x is its last good iterate, as in the single case.
+        for j in range(k):
+            if infos[j] is None and not pqh[j] > 0:
+                bad = math.isfinite(rn[j]) and pqh[j] <= 0
+                infos[j], its[j] = (-30 if bad else -20), step
+
     for iteration in range(maxiter):
-        rn = [float(v) for v in colnorms(R)]  # sync
+        # One read an iteration: the residual norms with the last step's curvatures.
+        rnv = colnorms(R)
+        if pq is None:
+            rn = _host_floats(xp, rnv)  # sync
+        else:
+            got = _host_floats(xp, xp.concat([rnv, xp.real(pq)]))  # sync
+            rn = got[:k]
+            curvature(got[k:], rn, iteration - 1)
         for j in range(k):
             if infos[j] is None:
                 hists[j].append(rn[j])
@@ -788,7 +821,12 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
                 elif not math.isfinite(rn[j]):
                     infos[j], its[j] = -20, iteration
         if all(i is not None for i in infos):
+            pq = None
             break
+        now = [i is None for i in infos]
+        if now != live:  # (a column stopped: the device's mask changes)
+            live = now
+            mask = xp.asarray(live, device=_device(B))
         Z = R if psolve is None else psolve(R)
         rho = coldot(R, Z)
         if iteration > 0:
@@ -797,23 +835,19 @@ def _cg_batched(A, B, x0, rtol, atol, maxiter, M, callback, report, products):
             P = Z
         Q = matmat(P)
         pq = coldot(P, Q)
-        pqh = [float(v) for v in xp.real(pq)]  # sync
-        for j in range(k):
-            if infos[j] is None and not pqh[j] > 0:
-                infos[j] = -30 if pqh[j] <= 0 else -20
-                its[j] = iteration
-        live = [1.0 if i is None else 0.0 for i in infos]
-        mask = xp.asarray(live, dtype=dt, device=_device(B))
-        safe = xp.where(mask != 0, pq, xp.ones_like(pq))
-        alpha = (rho / safe) * mask
+        # Steps only for live columns with p^H A p > 0 (read with the next norms).
+        ok = mask & (xp.real(pq) > 0)
+        alpha = xp.where(ok, rho / xp.where(ok, pq, xp.ones_like(pq)), xp.zeros_like(pq))
         X = X + alpha * P
         R = R - alpha * Q
-        rho_prev = xp.where(mask != 0, rho, xp.ones_like(rho))
+        rho_prev = xp.where(ok, rho, xp.ones_like(rho))
         for j in range(k):
             if infos[j] is None:
                 its[j] = iteration + 1
         if callback is not None:
             callback(X)
+    if pq is not None:  # (maxiter reached: the last step's curvatures)
+        curvature(_host_floats(xp, xp.real(pq)), [0.0] * k, maxiter - 1)  # sync
     infos = tuple(maxiter if i is None else i for i in infos)
     if not report:
         return X, infos
