@@ -237,10 +237,11 @@ def _misaligned(a):
 def test_adafactor_vector_and_single_element_paths_agree(dtype):
     """Factored tensors whose columns make whole 16-byte groups take the vector loops
     unless g or p starts off a 16-byte boundary: both paths against NumPy, over several
-    update items per batch (R * C past UPDATE_CHUNK)."""
+    U^2 and update items per batch (R * C past USQ_CHUNK and APPLY_CHUNK)."""
     rng = np.random.default_rng(33)
-    shapes = [(2, 70, 300), (130, 4100)]
-    assert all(math.prod(s[-2:]) > cu_optim.UPDATE_CHUNK for s in shapes)
+    shapes = [(2, 70, 1000), (130, 4100)]
+    assert all(math.prod(s[-2:]) > max(cu_optim.USQ_CHUNK, cu_optim.APPLY_CHUNK)
+               for s in shapes)
     for move_p, move_g in ((False, False), (True, False), (False, True)):
         pn = [rand(rng, s, dtype) for s in shapes]
         state = [_adafactor_state(rng, s, dtype) for s in shapes]
@@ -259,10 +260,11 @@ def test_adafactor_vector_and_single_element_paths_agree(dtype):
 
 
 def test_adafactor_layout_covers_every_element_once():
-    """The host's work items: update items cover each element once and never cross a
-    batch; row and column items cover every row and column; slots are consecutive."""
+    """The host's work items: U^2 and update items each cover each element once and never
+    cross a batch; row and column items cover every row and column; slots are
+    consecutive."""
     shapes = [(), (5,), (2, 3, 4), (3000, 7), (1, 9000), (0, 4), (2, 0), (4097,),
-              (3, 37, 1030), (0, 2048), (2, 0, 4096)]
+              (3, 37, 1030), (0, 2048), (2, 0, 4096), (2, 300, 257)]
     lay = cu_optim.adafactor_layout(shapes, 32)
     kinds = lay.stats[:, 0] >> 32
     tens = lay.stats[:, 0] & 0xFFFFFFFF
@@ -271,17 +273,19 @@ def test_adafactor_layout_covers_every_element_once():
         info = lay.tinfo[t]
         assert info[0] == n and info[9] == (len(shape) >= 2)
         upd = lay.update[lay.update[:, 0] == t]
-        covered = np.concatenate([np.arange(lo, lo + c) for _, lo, c, _ in upd]) if upd.size \
-            else np.zeros(0, np.int64)
-        np.testing.assert_array_equal(np.sort(covered), np.arange(n))
+        app = lay.apply[lay.apply[:, 0] == t]
+        for items in (upd, app):
+            covered = np.concatenate([np.arange(lo, lo + c) for _, lo, c, _ in items]) \
+                if items.size else np.zeros(0, np.int64)
+            np.testing.assert_array_equal(np.sort(covered), np.arange(n))
         if n:
             np.testing.assert_array_equal(upd[:, 3], info[6] + np.arange(info[7]))
             psq = lay.stats[(kinds == cu_optim.K_PSQ) & (tens == t)]
             np.testing.assert_array_equal(psq[:, 3], info[4] + np.arange(info[5]))
         if len(shape) >= 2:
             B, R, C = cu_optim.factored_dims(shape)
-            if n:  # each update item inside one batch
-                assert np.all((upd[:, 1] // (R * C)) == ((upd[:, 1] + upd[:, 2] - 1) // (R * C)))
+            for items in (upd, app) if n else ():  # each item inside one batch
+                assert np.all(items[:, 1] // (R * C) == (items[:, 1] + items[:, 2] - 1) // (R * C))
             tiled = C >= cu_optim.TILE_MIN_C and R > 0
             row_kind = cu_optim.K_TILE if tiled else cu_optim.K_ROWS
             rows = lay.stats[(kinds == row_kind) & (tens == t)]

@@ -589,7 +589,7 @@ def _sum_parts(parts, base, total, block, warp, dtype):
 
 
 SHAPES = [(3, 5, 70), (130, 17), (1000,), (2, 40, 3), (9000,), (1, 1), (4, 1, 200),
-          (2, 70, 300), (2, 37, 1030), (20, 1024)]
+          (2, 70, 300), (2, 37, 1030), (20, 1024), (70, 1000)]
 
 
 @pytest.mark.parametrize("warp", WIDTHS)
@@ -732,10 +732,10 @@ def test_adafactor_sums(warp, dtype):
             B, R, C = cu_optim.factored_dims(s)
             ref = rows_mean[t].astype(np.float64).reshape(B, R).mean(1)
             np.testing.assert_allclose([rmean[(t, b)] for b in range(B)], ref, rtol=tol)
-    # The update items: a factored tensor's lie in one batch, and the Walker visits each
-    # element's (r, c); then the partial sums of U^2.
-    us = []
-    for t, lo, cnt, slot in lay.update:
+    # The U^2 and update items: a factored tensor's lie in one batch, and the Walker visits
+    # each element's (r, c); then the partial sums of U^2.
+    us = [tuple(item) for item in lay.update]
+    for t, lo, cnt, slot in np.concatenate([lay.update, lay.apply]):
         s = SHAPES[t]
         if len(s) >= 2:
             B, R, C = cu_optim.factored_dims(s)
@@ -757,7 +757,6 @@ def test_adafactor_sums(warp, dtype):
                     walked = _walk(lo - b * R * C + tid * vec, C, block * vec, len(qs))
                     want = [divmod(int(lo - b * R * C + q * vec), C) for q in qs]
                     assert walked == want and all(c + vec <= C for _, c in walked)
-        us.append((t, lo, cnt, slot))
     u = [g / np.sqrt(np.maximum(np.abs(g), 1e-3)).astype(g.dtype) for g in grads]
 
     def u_width(t):  # usq's groups: factored tensors whose C makes whole 16-byte groups

@@ -47,15 +47,24 @@ from tessera_array import _dtypes
 
 from . import _kernels
 
-__all__ = ["BLOCK", "CHUNK", "UPDATE_CHUNK", "adafactor_step", "adam_step", "adamw_step",
-           "nonfinite", "register", "sgd_step"]
+__all__ = ["APPLY_CHUNK", "BLOCK", "CHUNK", "USQ_CHUNK", "adafactor_step", "adam_step",
+           "adamw_step", "nonfinite", "register", "sgd_step"]
 
 FILE = "optim.cu"
 BLOCK = 256  # threads per block (a multiple of the warp, at most warp^2)
 CHUNK = 4096  # elements per work item of the elementwise and partial-sum kernels
-# Elements per update item of a factored Adafactor tensor (phases 3 and 4): a multiple of
-# every vector width (16-byte groups); 6 x 4096^2 float32 takes 6144 blocks.
-UPDATE_CHUNK = 4 * CHUNK
+# Elements per work item of Adafactor's p^2 partial sums (phase 1), of a factored tensor's
+# U^2 partial sums (phase 3) and of its update (phase 4); multiples of every vector width
+# (16-byte groups). H200, 6 x 4096^2 float32, us a phase (NOTES.md):
+#   p^2, U^2, apply items      phase 1   phase 3   phase 4   step
+#   4096, 16384, 16384         270-300     136       302     704-709
+#   65536, 16384, 16384        231-263     136       303     668-671
+#   65536, 65536, 65536        230-233     121       324     673-675
+# Fewer, longer items sum faster (fewer partial sums, fewer blocks past the first wave);
+# the update keeps 16384, where more blocks hide the latency of its read-modify-write.
+PSQ_CHUNK = 16 * CHUNK
+USQ_CHUNK = 16 * CHUNK
+APPLY_CHUNK = 4 * CHUNK
 RMEAN_WARPS_PER_ITEM = 1  # rmean items hold BLOCK / warp batches times this
 COL_TILE = 32  # columns per tile of Adafactor's column sums at most (optim.cu's COL_TILE)
 PLANS_MAX = 64  # kept item plans, and kept address tables, per kind; cleared when full
@@ -192,18 +201,18 @@ def _keep(cache: dict, key, value):
     return value
 
 
-def flat_items(sizes) -> np.ndarray:
+def flat_items(sizes, chunk: int = CHUNK) -> np.ndarray:
     """The elementwise work items of tensors of ``sizes`` elements: an int64 (count, 4)
-    array of (tensor, first element, elements, chunk index), :data:`CHUNK` elements at
-    most each; empty tensors have none."""
+    array of (tensor, first element, elements, chunk index), ``chunk`` (:data:`CHUNK`)
+    elements at most each; empty tensors have none."""
     sizes = np.asarray(sizes, dtype=np.int64)
-    chunks = -(-sizes // CHUNK)
+    chunks = -(-sizes // chunk)
     total = int(chunks.sum())
     t = np.repeat(np.arange(sizes.size, dtype=np.int64), chunks)
     k = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(chunks) - chunks, chunks)
-    lo = k * CHUNK
+    lo = k * chunk
     items = np.empty((total, 4), np.int64)
-    items[:, 0], items[:, 1], items[:, 2], items[:, 3] = t, lo, np.minimum(CHUNK, sizes[t] - lo), k
+    items[:, 0], items[:, 1], items[:, 2], items[:, 3] = t, lo, np.minimum(chunk, sizes[t] - lo), k
     return items
 
 
@@ -384,7 +393,8 @@ class AdafactorLayout(NamedTuple):
     tinfo: np.ndarray  # int64 (T, TI): per-tensor sizes and scratch slots (TI_* of optim.cu)
     stats: np.ndarray  # int64 (count, 4): phase 1 items (rows, columns, variances, p^2)
     rmean: np.ndarray  # int64 (count, 4): phase 2 items (t, first batch, batches, 0)
-    update: np.ndarray  # int64 (count, 4): phase 3 / 4 items (t, first element, count, slot)
+    update: np.ndarray  # int64 (count, 4): phase 3 items (t, first element, count, U^2 slot)
+    apply: np.ndarray  # int64 (count, 4): phase 4 items (t, first element, count, 0)
     flat: np.ndarray  # int64 (count, 4): flat items of the gradients (the non-finite check)
     n_ps: int  # partial sums of p^2
     n_us: int  # partial sums of U^2
@@ -392,16 +402,26 @@ class AdafactorLayout(NamedTuple):
     n_cp: int  # column partial sums of the K_TILE items (elements)
 
 
+def _batch_items(B: int, n: int, chunk: int):
+    """First elements and counts of items of ``chunk`` elements at most over ``B`` batches
+    of ``n`` elements each, no item crossing a batch."""
+    off = np.arange(0, n, chunk, dtype=np.int64)
+    lo = (np.arange(B, dtype=np.int64)[:, None] * n + off[None, :]).ravel()
+    return lo, np.tile(np.minimum(chunk, n - off), B)
+
+
 def adafactor_layout(shapes, warp: int) -> AdafactorLayout:
     """The work items of an Adafactor step over parameters of ``shapes`` (host side; the
     row items are sized for a warp of ``warp`` lanes)."""
     n_t = len(shapes)
     tinfo = np.zeros((n_t, TI), np.int64)
-    stats, rmean, update = [], [], []
+    stats, rmean, update, apply = [], [], [], []
     n_ps = n_us = n_rm = n_cp = 0
     flat = flat_items([math.prod(s) for s in shapes])
     # flat is sorted by tensor: tensor t's items are flat[first[t]:first[t + 1]]
     first = np.searchsorted(flat[:, 0], np.arange(n_t + 1, dtype=np.int64))
+    psq = flat_items([math.prod(s) for s in shapes], PSQ_CHUNK)  # the same, for p^2
+    first_psq = np.searchsorted(psq[:, 0], np.arange(n_t + 1, dtype=np.int64))
 
     def tag(kind, t):
         return (kind << 32) | t
@@ -445,11 +465,12 @@ def adafactor_layout(shapes, warp: int) -> AdafactorLayout:
                                   1))
         if not n:
             continue
-        part = flat[first[t]:first[t + 1]]  # p^2 partial sums over flat chunks
+        part = psq[first_psq[t]:first_psq[t + 1]]  # p^2 partial sums over PSQ_CHUNK chunks
         tinfo[t, 4], tinfo[t, 5] = n_ps, part.shape[0]
         stats.append(np.stack([np.full(part.shape[0], tag(K_PSQ, t), np.int64), part[:, 1],
                                part[:, 2], n_ps + np.arange(part.shape[0], dtype=np.int64)], 1))
         n_ps += part.shape[0]
+        part = flat[first[t]:first[t + 1]]
         if factored:
             per = max(1, BLOCK // warp) * RMEAN_WARPS_PER_ITEM
             b0 = np.arange(0, B, per, dtype=np.int64)
@@ -457,22 +478,22 @@ def adafactor_layout(shapes, warp: int) -> AdafactorLayout:
                                    np.zeros_like(b0)], 1))
             tinfo[t, 8] = n_rm
             n_rm += B
-            # update items inside one batch each, so a block knows its batch
-            off = np.arange(0, R * C, UPDATE_CHUNK, dtype=np.int64)
-            lo = (np.arange(B, dtype=np.int64)[:, None] * (R * C) + off[None, :]).ravel()
-            cnt = np.tile(np.minimum(UPDATE_CHUNK, R * C - off), B)
+            # phase 3 and 4 items inside one batch each, so a block knows its batch
+            lo, cnt = _batch_items(B, R * C, USQ_CHUNK)
+            alo, acnt = _batch_items(B, R * C, APPLY_CHUNK)
         else:
-            lo, cnt = part[:, 1], part[:, 2]
+            lo, cnt = alo, acnt = part[:, 1], part[:, 2]
         tinfo[t, 6], tinfo[t, 7] = n_us, lo.size
         update.append(np.stack([np.full_like(lo, t), lo, cnt,
                                 n_us + np.arange(lo.size, dtype=np.int64)], 1))
+        apply.append(np.stack([np.full_like(alo, t), alo, acnt, np.zeros_like(alo)], 1))
         n_us += lo.size
 
     def cat(parts):
         return np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
 
-    return AdafactorLayout(tinfo, cat(stats), cat(rmean), cat(update), flat, n_ps, n_us, n_rm,
-                           n_cp)
+    return AdafactorLayout(tinfo, cat(stats), cat(rmean), cat(update), cat(apply), flat, n_ps,
+                           n_us, n_rm, n_cp)
 
 
 class _AdafactorPlan(NamedTuple):
@@ -480,8 +501,9 @@ class _AdafactorPlan(NamedTuple):
     stats: object
     rmean: object
     update: object
+    apply: object
     flat: _Plan
-    counts: tuple  # (stats, rmean, update) item counts
+    counts: tuple  # (stats, rmean, update, apply) item counts
     n_ps: int
     n_us: int
     n_rm: int
@@ -494,8 +516,8 @@ def _adafactor_plan(func, device, dtype, shapes, warp) -> _AdafactorPlan:
     if plan is None:
         lay = adafactor_layout(shapes, warp)
         parts = (lay.tinfo.ravel(), lay.stats.ravel(), lay.rmean.ravel(), lay.update.ravel(),
-                 lay.flat.ravel())
-        for p in (lay.stats, lay.rmean, lay.update, lay.flat):
+                 lay.apply.ravel(), lay.flat.ravel())
+        for p in (lay.stats, lay.rmean, lay.update, lay.apply, lay.flat):
             _check_grid(func, p.shape[0])
         dev = _cupy().asarray(np.concatenate(parts))
         views, at = [], 0
@@ -503,8 +525,8 @@ def _adafactor_plan(func, device, dtype, shapes, warp) -> _AdafactorPlan:
             views.append(dev[at:at + p.size])
             at += p.size
         plan = _keep(_plans, key, _AdafactorPlan(
-            views[0], views[1], views[2], views[3], _Plan(views[4], lay.flat.shape[0]),
-            (lay.stats.shape[0], lay.rmean.shape[0], lay.update.shape[0]),
+            views[0], views[1], views[2], views[3], views[4], _Plan(views[5], lay.flat.shape[0]),
+            (lay.stats.shape[0], lay.rmean.shape[0], lay.update.shape[0], lay.apply.shape[0]),
             lay.n_ps, lay.n_us, lay.n_rm, lay.n_cp))
     return plan
 
@@ -638,10 +660,9 @@ def _adafactor_prepare(func, lists):
                     v["scale"], v["skip"]],
             "apply": [v["e1sq"], v["keep"], v["rmean"], v["scale"], v["skip"]]}
     items = {"stats": plan.stats, "rmean": plan.rmean, "usq": plan.update,
-             "apply": plan.update}
+             "apply": plan.apply}
     launches = []
-    for phase, count in zip(("stats", "rmean", "usq", "apply"),
-                            (plan.counts[0], plan.counts[1], plan.counts[2], plan.counts[2])):
+    for phase, count in zip(("stats", "rmean", "usq", "apply"), plan.counts):
         if count:
             fn = _kernels.function(FILE, f"tessera_adafactor_{phase}<{ct}, {warp}, {BLOCK}>",
                                    device)

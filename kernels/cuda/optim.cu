@@ -629,7 +629,8 @@ tessera_adafactor_usq(const long long *items, const long long *tinfo, const long
     }
 }
 
-// Phase 4. The items of phase 3: p <- p * (1 - lr*weight_decay) - U * T(scale[t]).
+// Phase 4. Items (t, lo, cnt, 0) as phase 3's, shorter for a factored tensor (optim.py's
+// APPLY_CHUNK against USQ_CHUNK): p <- p * (1 - lr*weight_decay) - U * T(scale[t]).
 template <typename T, int WARP, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 tessera_adafactor_apply(const long long *items, const long long *tinfo, const long long *ptrs,
