@@ -23,6 +23,8 @@ pytest.importorskip("distributed")
 import dask.array as da
 from distributed import Client, LocalCluster
 
+from _cluster import compute  # tests/ is on sys.path
+
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((400, 300))
 WORKERS = 2
@@ -62,7 +64,7 @@ CASES = {
 def test_cluster_results_equal_the_single_process_ones(client, case):
     dask_op, numpy_op = CASES[case]
     dx = da.from_array(xp.asarray(A), chunks=(100, 300))
-    got = client.compute(dask_op(dx), sync=True)
+    got = compute(client, dask_op(dx))
     assert isinstance(got, xp.Array), type(got)
     with dask.config.set(scheduler="synchronous"):
         here = dask_op(dx).compute()
@@ -76,12 +78,12 @@ def test_cluster_results_equal_the_single_process_ones(client, case):
 
 def test_the_chunks_are_computed_on_the_workers(client):
     dx = da.from_array(xp.asarray(A), chunks=(50, 300))  # 8 chunks
-    pids = client.compute(dx.map_blocks(_pid_block, drop_axis=1, chunks=((1,) * 8,),
-                                        dtype=np.int64), sync=True)
+    pids = compute(client, dx.map_blocks(_pid_block, drop_axis=1, chunks=((1,) * 8,),
+                                         dtype=np.int64))
     assert isinstance(pids, xp.Array)
     seen = set(np.asarray(pids).tolist())
     assert seen <= set(_PIDS) and seen, (seen, _PIDS)
-    blocks = client.compute(list(dx.blocks.ravel()), sync=True)
+    blocks = compute(client, list(dx.blocks.ravel()))
     assert all(isinstance(b, xp.Array) for b in blocks)
     np.testing.assert_array_equal(np.asarray(blocks[3]), A[150:200])
 
@@ -95,7 +97,7 @@ def test_no_worker_outlives_its_cluster():
         with Client(cluster) as c:
             pids = list(c.run(os.getpid).values())
             dx = da.from_array(xp.asarray(A), chunks=(100, 300))
-            assert isinstance(c.compute(dx.sum(), sync=True), xp.Array)
+            assert isinstance(compute(c, dx.sum()), xp.Array)
     finally:
         cluster.close()
     assert len(pids) == WORKERS
