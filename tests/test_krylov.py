@@ -1680,3 +1680,68 @@ def test_cg_fused_run_that_never_finishes_is_refused(monkeypatch):
     monkeypatch.setattr(tla._isolve, "_fused_cg_for", lambda _xp, _r: lambda *a: Stuck())
     with pytest.raises(RuntimeError, match=r"still reports RUNNING after 6 runs"):
         tla.cg(xp.asarray(dense_spd(6)), xp.asarray(_rhs(6)), maxiter=5)
+
+
+# ---- cg(A, b) alone: the short set-up path (_isolve._cg_plain) ---------------------------
+
+
+def _plain_systems(device, dtype):
+    cplx = dtype.startswith("complex")
+    a = complex_hermitian(40) if cplx else dense_spd(40)
+    p = poisson2d(7).astype(np.complex128 if cplx else np.float64)
+    b = _rhs(40, cplx)
+    return [(xp.asarray(a.astype(dtype), device=device), xp.asarray(b.astype(dtype), device=device)),
+            (csr_array(sp.csr_array(p.astype(dtype)), device=device),
+             xp.asarray(_rhs(49, cplx).astype(dtype), device=device))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_cg_plain_path_equals_the_general_one(device, dtype, monkeypatch):
+    """cg(A, b) with nothing else takes the short set-up, and gives the general path's x,
+    info and report bit for bit, converged and stopped at maxiter (dense and CSR)."""
+    if not _fused(device, dtype):
+        pytest.skip(f"{device} registers no cg_fused for {dtype}: cg(A, b) has no short path")
+    general = tla._isolve._make_system
+    for A, b in _plain_systems(device, dtype):
+        for kw in ({}, {"maxiter": 3}, {"rtol": 1e-3, "atol": 1e-9}):
+            calls = []
+            monkeypatch.setattr(tla._isolve, "_make_system",
+                                lambda *a, **k: calls.append(1) or general(*a, **k))
+            x1, info1, rep1 = tla.cg(A, b, report=True, **kw)
+            assert not calls, "cg(A, b) went through _make_system"
+            monkeypatch.setattr(tla._isolve, "_cg_plain", lambda *a: None)
+            x2, info2, rep2 = tla.cg(A, b, report=True, **kw)
+            monkeypatch.undo()
+            assert calls, "the general path was not taken"
+            assert info1 == info2 and rep1 == rep2, (kw, info1, info2, rep1, rep2)
+            h1, h2 = np.asarray(x1.to_device("cpu")), np.asarray(x2.to_device("cpu"))
+            assert h1.dtype == h2.dtype == np.dtype(dtype)
+            assert h1.tobytes() == h2.tobytes(), kw
+
+
+def test_cg_plain_path_errors_and_edges_are_the_general_ones(device):
+    """What the short path does not answer itself goes to the general path: the same
+    errors for a non-finite b and a bad maxiter/rtol, the zero b's answer, and every
+    call it does not cover (x0, M, another dtype of A)."""
+    a = xp.asarray(dense_spd(8), device=device)
+    b = _rhs(8)
+    bad = b.copy()
+    bad[2] = np.nan
+    with pytest.raises(ValueError, match=r"cg: b must be finite \(no NaN or inf\)"):
+        tla.cg(a, xp.asarray(bad, device=device))
+    for kw, msg in (({"maxiter": -1}, r"cg: maxiter must be a non-negative int"),
+                    ({"rtol": -1.0}, r"cg: rtol must be a real, non-negative number"),
+                    ({"atol": float("nan")}, r"cg: atol must be a real, non-negative number")):
+        with pytest.raises(ValueError, match=msg):
+            tla.cg(a, xp.asarray(b, device=device), **kw)
+    x, info = tla.cg(a, xp.zeros(8, device=device))
+    assert info == 0 and not np.asarray(x.to_device("cpu")).any()
+    want = sla.cg(dense_spd(8), b, rtol=1e-10)[0]
+    for kw in ({"x0": xp.zeros(8, device=device)}, {"M": tla.aslinearoperator(xp.eye(8, device=device))}):
+        x, info = tla.cg(a, xp.asarray(b, device=device), rtol=1e-10, **kw)
+        assert info == 0
+        np.testing.assert_allclose(np.asarray(x.to_device("cpu")), want, rtol=1e-7)
+    if _fused(device, np.float32):  # A float32, b float64: the general path's promotion
+        x, info = tla.cg(xp.asarray(dense_spd(8).astype(np.float32), device=device),
+                         xp.asarray(b, device=device), rtol=1e-6)
+        assert info == 0 and x.dtype == xp.float64

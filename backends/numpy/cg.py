@@ -106,6 +106,20 @@ def _product(op, dtype, n, what):
     return call
 
 
+_FUSED_TYPES = None
+
+
+def _fused_types():
+    """``(CGReport, CGStatus)`` of the contract (imported on the first run: the front end's
+    module, loaded after the backends)."""
+    global _FUSED_TYPES
+    if _FUSED_TYPES is None:
+        from tessera_array.sparse.linalg._fused import CGReport, CGStatus
+
+        _FUSED_TYPES = (CGReport, CGStatus)
+    return _FUSED_TYPES
+
+
 class HostCG:
     """One CG solve on ndarrays (see the module docstring); ``run(k)`` takes up to ``k``
     iterations and returns their CGReport."""
@@ -121,15 +135,15 @@ class HostCG:
         self.cplx = r.dtype.kind == "c"
         self.matvec = _product(A, r.dtype, n, "q = A p")
         self.psolve = None if M is None else _product(M, r.dtype, n, "z = M r")
-        self._norm = _norm_for(n, r.dtype)
+        # ||r|| in the generic loops' order, where the plain r . r does not give it
+        self._norm = _norm_for(n, r.dtype) if self.cplx or M is not None else None
         self.done = 0  # steps taken (tests passed)
         self.rho_prev = self.pq = None
         self.finished = False
 
     def run(self, k: int):
         """Up to ``k`` iterations: the generic loop's tests and steps on the ndarrays."""
-        from tessera_array.sparse.linalg._fused import CGReport, CGStatus
-
+        CGReport, CGStatus = _fused_types()
         check_k(k, self.finished)
         x, r, p = self.x, self.r, self.p
         axpy, aypx = _mv.axpy, _mv.aypx

@@ -63,7 +63,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..._dtypes import DType
+import numpy as np
+
+from ..._dispatch import lookup as _lookup
+from ..._dtypes import DType, float64
+from ..._errors import KernelNotFoundError as _KernelNotFoundError
 from .._routing import KINDS, matvec_variant
 from ._fused import CGStatus, FusedOperand
 from ._interface import (
@@ -328,15 +332,11 @@ def _device(a):
 
 def _fused_cg_for(xp, r):
     """The device's ``cg_fused`` launcher for tessera ``r`` (1-D, its dtype), or None."""
-    T = _xp_tessera()
-    if xp is not T or r.ndim != 1:
+    if xp is not _xp_tessera() or r.ndim != 1:
         return None
-    from ..._dispatch import lookup
-    from ..._errors import KernelNotFoundError
-
     try:
-        return lookup("cg_fused", r.device, r.dtype)
-    except KernelNotFoundError:
+        return _lookup("cg_fused", r.device, r.dtype)
+    except _KernelNotFoundError:
         return None
 
 
@@ -633,6 +633,68 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                report=report, products=products, check_every=check_every)
 
 
+def _cg_plain(A, b, rtol, atol, maxiter, report):
+    """cg's most common call, ``cg(A, b)`` with a tessera dense matrix or ``csr_array``
+    of b's device and dtype, a floating 1-D ``b`` and nothing else, on a device with
+    fused CG steps: the general path's operations on the same values (so the same x,
+    info and report), without its conversions and checks of what this call does not
+    have (``_make_system``: some 20 us of the 42 a ``maxiter=0`` solve cost on the
+    NumPy backend). None where the call is not that one or anything is amiss: the
+    general path then answers it, errors included."""
+    T = _xp_tessera()
+    Arr = T.Array
+    if b.__class__ is not Arr:
+        return None
+    dt, dev = b._dtype, b._device
+    if dt.kind not in "fc" or b._data.ndim != 1:
+        return None
+    n = b._data.shape[0]
+    if A.__class__ is Arr:
+        if A._device is not dev or A._dtype is not dt or A._data.shape != (n, n):
+            return None
+        kind = "dense"
+    elif isinstance(A, _csr_array()):
+        if A.device is not dev or A.dtype is not dt or tuple(A.shape) != (n, n):
+            return None
+        kind = "csr"
+    else:
+        return None
+    if maxiter is None:
+        maxiter = 10 * n
+    elif isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 0:
+        return None
+    launcher = _fused_cg_for(T, b)
+    if launcher is None:
+        return None
+    if dt.kind == "c":
+        bnrm2 = float(_norm(T, b, _products(T, b, "device")[0]))  # sync
+    else:  # _norm's sqrt(b . b) by _products' vecdot, the root correctly rounded to b's
+        # dtype: float32's is the double root rounded (53 >= 2 * 24 + 2 bits: no double
+        # rounding)
+        try:
+            dot = _lookup("vecdot", dev, dt, "default")
+        except _KernelNotFoundError:
+            return None
+        bb = float(Arr._new(dot(b._data, b._data), dt, dev))  # sync
+        bnrm2 = math.sqrt(bb) if dt is float64 else float(np.float32(math.sqrt(bb)))
+    if not math.isfinite(bnrm2):
+        return None  # (the general path words the error)
+    atol = _get_atol("cg", bnrm2, atol, rtol)
+    if bnrm2 == 0:
+        return _finish(report, T.zeros_like(b), 0, 0, [0.0])
+    variant = matvec_variant("cg", kind, dev.backend.name)
+    op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
+    x = T.zeros_like(b)
+    r = T.astype(b, dt, copy=True)  # r is updated in place; b is the caller's
+    return _cg_fused(T, launcher, op, None, op._mv, None, x, r, atol, maxiter, report, None)
+
+
+def _csr_array():
+    from .._csr import csr_array
+
+    return csr_array
+
+
 def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
         report=False, products="device", fused=True, steps_per_read=None, check_every=1):
     """cg's core: :func:`cg`'s arguments, and two seams for tests and benchmarks.
@@ -647,6 +709,11 @@ def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=No
                          f"check_every={check_every!r}")
     if getattr(b, "ndim", 1) == 2 and b.shape[1] != 1:
         return _cg_batched(A, b, x0, rtol, atol, maxiter, M, callback, report, products)
+    if (fused and x0 is None and M is None and callback is None and products == "device"
+            and steps_per_read is None):
+        done = _cg_plain(A, b, rtol, atol, maxiter, report)
+        if done is not None:
+            return done
     A, M, x, b, xp, nonzero = _make_system("cg", A, M, x0, b)
     matvec = _fast_matvec(A)
     psolve = None if M is None else M.matvec
