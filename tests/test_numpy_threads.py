@@ -127,6 +127,25 @@ def test_threaded_spmv_equals_scipy_bit_for_bit(monkeypatch, dtype, index):
         assert got.tobytes() == ref.tobytes()
 
 
+@pytest.mark.parametrize("threaded", [False, True])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "complex128"])
+def test_spmv_into_a_poisoned_vector_equals_spmv(monkeypatch, dtype, threaded):
+    """cg's product into its kept vector: every entry written (the vector is NaN before,
+    and holds the last product's values the second time), bit for bit spmv's."""
+    _two_threads(monkeypatch)
+    monkeypatch.setattr(sparse, "SPMV_PARALLEL_MIN", 1 if threaded else 1 << 40)
+    for a in _csr_cases():
+        a = a.astype(dtype)
+        rng = np.random.default_rng(a.nnz + 1)
+        y = np.full(a.shape[0], np.nan, dtype=dtype)
+        for _ in range(2):
+            x = rng.standard_normal(a.shape[1]).astype(dtype)
+            got = sparse.spmv_into(a.data, a.indices, a.indptr, a.shape, x, y)
+            assert got is y
+            assert y.tobytes() == sparse.spmv(a.data, a.indices, a.indptr, a.shape, x).tobytes()
+            assert y.tobytes() == (a @ x).tobytes()
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "complex64"])
 @pytest.mark.parametrize("n", [1 << 16, (1 << 17) + 3])
 def test_threaded_axpy_and_aypx_round_as_numpy(monkeypatch, dtype, n):

@@ -90,8 +90,9 @@ def _product(op, dtype, n, what):
     if op.kind == "csr":
         data, indices, indptr = op.arrays
         shape = (n, n)
-        spmv = _sp.spmv
-        return lambda v: spmv(data, indices, indptr, shape, v)
+        spmv = _sp.spmv_into
+        q = np.empty(n, dtype=dtype)  # the product's vector, the same every iteration
+        return lambda v: spmv(data, indices, indptr, shape, v, q)
     if op.kind == "dense":
         (a,) = op.arrays
         dense = _mv.dense_matvec

@@ -75,31 +75,53 @@ def spmv(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple
     if not routines:
         return _spmv_reference(data, indices, indptr, shape, x)
     if x.ndim == 1:
-        nnz = data.shape[0]
-        nt = _threads.threads()
-        if nnz < SPMV_PARALLEL_MIN or nt < 2 or m < 2 * nt:
-            y = np.zeros(m, dtype=data.dtype)
-            routines[0](m, n, indptr, indices, data, x, y)
-            return y
-        y = np.empty(m, dtype=data.dtype)
-        # Row cuts at equal shares of the stored entries.
-        # (The keys in indptr's dtype: other keys would make searchsorted cast indptr.)
-        keys = np.array([nnz * i // nt for i in range(1, nt)], dtype=indptr.dtype)
-        cuts = np.searchsorted(indptr, keys).tolist()
-        bounds = [0, *cuts, m]
-        ranges = [(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
-        mv = routines[0]
-
-        def rows(lo, hi):
-            part = y[lo:hi]
-            part.fill(0)
-            mv(hi - lo, n, indptr[lo:hi + 1], indices, data, x, part)
-
-        _threads.run_parts(rows, ranges)
-        return y
+        return spmv_into(data, indices, indptr, shape, x, None)
     k = x.shape[1]
     y = np.zeros((m, k), dtype=data.dtype)
     routines[1](m, n, k, indptr, indices, data, np.ascontiguousarray(x).ravel(), y.ravel())
+    return y
+
+
+def spmv_into(data, indices, indptr, shape, x, y):
+    """``y = A @ x`` for a 1-D ``x``, written into ``y`` (C-contiguous ``(m,)`` of data's
+    dtype; None: a new array) and returned: the same sums as :func:`spmv`'s.
+
+    cg's loop on ndarrays (``HostCG``) passes the same ``y`` every iteration instead of
+    taking a new vector from the allocator each product.
+    """
+    m, n = shape
+    routines = _routines if _routines else _scipy_routines()
+    if not routines:
+        r = _spmv_reference(data, indices, indptr, shape, x)
+        if y is None:
+            return r
+        y[...] = r
+        return y
+    nnz = data.shape[0]
+    nt = _threads.threads()
+    if nnz < SPMV_PARALLEL_MIN or nt < 2 or m < 2 * nt:
+        if y is None:
+            y = np.zeros(m, dtype=data.dtype)
+        else:
+            y.fill(0)
+        routines[0](m, n, indptr, indices, data, x, y)
+        return y
+    if y is None:
+        y = np.empty(m, dtype=data.dtype)
+    # Row cuts at equal shares of the stored entries.
+    # (The keys in indptr's dtype: other keys would make searchsorted cast indptr.)
+    keys = np.array([nnz * i // nt for i in range(1, nt)], dtype=indptr.dtype)
+    cuts = np.searchsorted(indptr, keys).tolist()
+    bounds = [0, *cuts, m]
+    ranges = [(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
+    mv = routines[0]
+
+    def rows(lo, hi):
+        part = y[lo:hi]
+        part.fill(0)
+        mv(hi - lo, n, indptr[lo:hi + 1], indices, data, x, part)
+
+    _threads.run_parts(rows, ranges)
     return y
 
 
