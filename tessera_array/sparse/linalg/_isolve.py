@@ -668,15 +668,18 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
         return None
     if dt.kind == "c":
         bnrm2 = float(_norm(T, b, _products(T, b, "device")[0]))  # sync
-    else:  # _norm's sqrt(b . b) by _products' vecdot, the root correctly rounded to b's
-        # dtype: float32's is the double root rounded (53 >= 2 * 24 + 2 bits: no double
-        # rounding)
+    else:  # _norm's sqrt(b . b) by _products' vecdot
         try:
             dot = _lookup("vecdot", dev, dt, "default")
         except _KernelNotFoundError:
             return None
-        bb = float(Arr._new(dot(b._data, b._data), dt, dev))  # sync
-        bnrm2 = math.sqrt(bb) if dt is float64 else float(np.float32(math.sqrt(bb)))
+        bb = Arr._new(dot(b._data, b._data), dt, dev)
+        if dev.backend.is_host:  # NumPy's root, correctly rounded to b's dtype: float32's
+            # is the double root rounded (53 >= 2 * 24 + 2 bits: no double rounding)
+            bb = float(bb)  # sync
+            bnrm2 = math.sqrt(bb) if dt is float64 else float(np.float32(math.sqrt(bb)))
+        else:  # the device's own root (CuPy's flushes a subnormal b . b to zero)
+            bnrm2 = float(T.sqrt(bb))  # sync
     if not math.isfinite(bnrm2):
         return None  # (the general path words the error)
     atol = _get_atol("cg", bnrm2, atol, rtol)
