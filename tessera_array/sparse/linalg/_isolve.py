@@ -673,13 +673,13 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
             dot = _dispatch.lookup("vecdot", dev, dt, "default")
         except _KernelNotFoundError:
             return None
-        bb = Arr._new(dot(b._data, b._data), dt, dev)
+        bb = dot(b._data, b._data)
         if dev.backend.is_host:  # NumPy's root, correctly rounded to b's dtype: float32's
             # is the double root rounded (53 >= 2 * 24 + 2 bits: no double rounding)
-            bb = float(bb)  # sync
+            bb = float(bb)  # (a host buffer: NumPy's 0-d array)
             bnrm2 = math.sqrt(bb) if dt is float64 else float(np.float32(math.sqrt(bb)))
         else:  # the device's own root (CuPy's flushes a subnormal b . b to zero)
-            bnrm2 = float(T.sqrt(bb))  # sync
+            bnrm2 = float(T.sqrt(Arr._new(bb, dt, dev)))  # sync
     if not math.isfinite(bnrm2):
         return None  # (the general path words the error)
     atol = _get_atol("cg", bnrm2, atol, rtol)
@@ -687,8 +687,9 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
         return _finish(report, T.zeros_like(b), 0, 0, [0.0])
     variant = matvec_variant("cg", kind, dev.backend.name)
     op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
-    x = T.zeros_like(b)
-    r = T.astype(b, dt, copy=True)  # r is updated in place; b is the caller's
+    ops = dev.ops  # (x and r made as zeros_like and astype(copy=True) make them)
+    x = Arr._new(ops.zeros((n,), dtype=dt, device=dev), dt, dev)
+    r = Arr._new(ops.astype(b._data, dt, copy=True), dt, dev)  # updated in place
     return _cg_fused(T, launcher, op, None, op._mv, None, x, r, atol, maxiter, report, None)
 
 
