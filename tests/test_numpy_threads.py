@@ -148,11 +148,17 @@ def test_spmv_into_a_poisoned_vector_equals_spmv(monkeypatch, dtype, threaded):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "complex64"])
 @pytest.mark.parametrize("n", [1 << 16, (1 << 17) + 3])
-def test_threaded_axpy_and_aypx_round_as_numpy(monkeypatch, dtype, n):
-    """Cut over the pool, y += a*x, y -= a*x and y = x + b*y give NumPy's two-step
-    values bit for bit (NaN, inf and -0.0 included)."""
+@pytest.mark.parametrize("threaded", [True, False])
+@pytest.mark.parametrize("block", [None, 1000])
+def test_threaded_axpy_and_aypx_round_as_numpy(monkeypatch, dtype, n, threaded, block):
+    """Cut over the pool or not, in blocks (the default's, or 1000 elements: many, the
+    last one short), y += a*x, y -= a*x and y = x + b*y give NumPy's two-step values bit
+    for bit (NaN, inf and -0.0 included)."""
     _two_threads(monkeypatch)
-    monkeypatch.setattr(matvec, "AXPY_PARALLEL_MIN_BYTES", 1)
+    if threaded:
+        monkeypatch.setattr(matvec, "AXPY_PARALLEL_MIN_BYTES", 1)
+    if block is not None:
+        monkeypatch.setattr(matvec, "AXPY_BLOCK", block)
     rng = np.random.default_rng(n)
     x = rng.standard_normal(n).astype(dtype)
     y = rng.standard_normal(n).astype(dtype)
