@@ -68,6 +68,7 @@ import numpy as np
 from ... import _dispatch
 from ..._dtypes import DType, float64
 from ..._errors import KernelNotFoundError as _KernelNotFoundError
+from .._csr import csr_array
 from .._routing import KINDS, matvec_variant
 from ._fused import CGStatus, FusedOperand
 from ._interface import (
@@ -653,7 +654,7 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
         if A._device is not dev or A._dtype is not dt or A._data.shape != (n, n):
             return None
         kind = "dense"
-    elif isinstance(A, _csr_array()):
+    elif isinstance(A, csr_array):
         if A.device is not dev or A.dtype is not dt or tuple(A.shape) != (n, n):
             return None
         kind = "csr"
@@ -691,12 +692,6 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
     x = Arr._new(ops.zeros((n,), dtype=dt, device=dev), dt, dev)
     r = Arr._new(ops.astype(b._data, dt, copy=True), dt, dev)  # updated in place
     return _cg_fused(T, launcher, op, None, op._mv, None, x, r, atol, maxiter, report, None)
-
-
-def _csr_array():
-    from .._csr import csr_array
-
-    return csr_array
 
 
 def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
