@@ -231,8 +231,13 @@ def _missing_device(device, func: str) -> Exception:
             f"{_failed[owners[0]]}"
         )
     have = ", ".join(str(d) for d in all_devices()) or "none"
+    # A backend module that did not import may be the device's owner (a source folder
+    # imported in place of the installed package has no backends at all): name it.
+    broken = "; ".join(f"{n}: {_failed[n]}" for n, o in (_candidates or {}).items()
+                       if isinstance(o, Exception) and n in _failed)
     return DeviceNotFoundError(
         f"{func}: no such device. Received: device={device}. Available devices: {have}."
+        + (f" Backends that did not import: {broken}." if broken else "")
     )
 
 

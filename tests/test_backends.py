@@ -455,3 +455,26 @@ def test_info_in_process_shows_load_failures(add_fake, capsys):
 def test_console_script_is_declared():
     eps = importlib.metadata.entry_points(group="console_scripts", name="tessera-array")
     assert [ep.value for ep in eps] == ["tessera_array.__main__:main"]
+
+
+def test_a_device_whose_backend_module_did_not_import_names_the_import_error():
+    """The package imported from a source folder has no ``tessera_array.backends``: asking
+    for the CPU (as unpickling a CPU array does) names that failure, not just "none"."""
+    code = (
+        "import tessera_array as xp, pickle\n"
+        "from tessera_array import _discovery\n"
+        "_discovery.BUILTIN_BACKENDS = (('numpy', 'tessera_array.no_such_backend_module'),)\n"
+        "try:\n"
+        "    xp.asarray([1.0], device=xp.Device('cpu'))\n"
+        "except xp.DeviceNotFoundError as err:\n"
+        "    print(err)\n"
+    )
+    env = _child_env()
+    env["TESSERA_NO_ENTRY_POINTS"] = "1"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Available devices: none." in proc.stdout, proc.stdout
+    assert ("Backends that did not import: numpy: import failed: ModuleNotFoundError"
+            in proc.stdout), proc.stdout
+    assert "tessera_array.no_such_backend_module" in proc.stdout, proc.stdout
