@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from _repo import import_benchmarks  # tests/ is on sys.path
+
 _ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+import_benchmarks()  # the root stays off sys.path (tests/_repo.py says why)
 
 from benchmarks import _cli, _core, _devices, _fingerprint, _ratchet, _report
 from benchmarks import cuda_vs_peers as suite_module

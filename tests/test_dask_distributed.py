@@ -52,6 +52,19 @@ def test_the_workers_are_other_processes(client):
     assert len(_PIDS) == WORKERS and os.getpid() not in _PIDS
 
 
+def _package_file():
+    import tessera_array
+
+    return tessera_array.__file__
+
+
+def test_the_workers_import_this_process_s_tessera_array(client):
+    """A worker that imports another copy (a source folder left on sys.path, which has no
+    backends) cannot even unpickle a CPU chunk: it dies and the graph waits forever."""
+    files = set(client.run(_package_file).values())
+    assert files == {xp.__file__}, (files, xp.__file__)
+
+
 CASES = {
     "matmul_sum": (lambda d: (d @ d.T).sum(axis=0), lambda a: (a @ a.T).sum(0)),
     "mean": (lambda d: d.mean(axis=1), lambda a: a.mean(1)),

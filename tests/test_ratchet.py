@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+from _repo import import_benchmarks  # tests/ is on sys.path
+
+import_benchmarks()  # the root stays off sys.path (tests/_repo.py says why)
 
 from benchmarks import _cli, _core, _devices, _fingerprint, _ratchet
 from benchmarks._progress import Progress
