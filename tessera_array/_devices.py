@@ -18,9 +18,10 @@ class Device:
     Parameters
     ----------
     kind : str
-        ``"cpu"``, ``"cuda"``, ``"rocm"``, ``"opencl"``, ``"metal"`` or a third-party kind.
-    index : int
-        The device number within its kind.
+        ``"cpu"``, ``"cuda"``, ``"rocm"``, ``"opencl"``, ``"metal"`` or a third-party kind;
+        or the string form ``"cuda:1"`` (as ``torch.device`` takes it), index omitted.
+    index : int, optional
+        The device number within its kind (default 0).
 
     Notes
     -----
@@ -32,13 +33,21 @@ class Device:
                  "views")
     _interned: dict = {}
 
-    def __new__(cls, kind: str, index: int = 0, *, backend_name: str | None = None):
-        key = (kind, index)
+    def __new__(cls, kind: str, index: int | None = None, *, backend_name: str | None = None):
+        if not isinstance(kind, str) or not kind:
+            raise TypeError(f"Device: kind must be a non-empty string. Received: kind={kind!r}")
+        key = (kind, 0 if index is None else index)
         dev = cls._interned.get(key)
         if dev is not None:
             return dev
-        if not isinstance(kind, str) or not kind:
-            raise TypeError(f"Device: kind must be a non-empty string. Received: kind={kind!r}")
+        if ":" in kind:  # "cuda:1": the string form, read as device= reads it
+            if index is not None:
+                raise ValueError(
+                    "Device: give the index once, in kind ('cuda:1') or as index "
+                    f"(Device('cuda', 1)). Received: kind={kind!r}, index={index!r}"
+                )
+            return parse_device_string(kind)
+        index = 0 if index is None else index
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise ValueError(f"Device: index must be an int >= 0. Received: index={index!r}")
         dev = object.__new__(cls)
@@ -49,7 +58,7 @@ class Device:
         dev.ops = None  # the owning backend's native namespace, cached for the hot path
         dev.views = False  # its ops' basic_views trait (Array.__getitem__'s short path)
         dev._label = kind if (kind == "cpu" and index == 0) else f"{kind}:{index}"
-        cls._interned[key] = dev
+        cls._interned[(kind, index)] = dev
         return dev
 
     @property

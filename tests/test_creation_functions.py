@@ -57,6 +57,20 @@ def test_defaults_and_device_strings(device):
     assert xp.zeros([2, np.int32(2)], device=device).shape == (2, 2)
 
 
+def test_device_takes_its_string_form():
+    """``Device("cuda:1")`` is ``Device("cuda", 1)``, as ``torch.device("cuda:1")`` is (it
+    once made a kind "cuda:1" of index 0, named "cuda:1:0", that no backend owns)."""
+    assert xp.Device("opencl:1") is xp.Device("opencl", 1)
+    assert str(xp.Device("opencl:1")) == "opencl:1" and xp.Device("opencl:1").index == 1
+    assert xp.Device("cpu:0") is xp.Device("cpu") is xp.Device("cpu", 0)
+    with pytest.raises(ValueError, match=r"^Device: give the index once.*index=1"):
+        xp.Device("cuda:1", 1)
+    with pytest.raises(ValueError, match=r"must be a non-negative integer.*'cuda:x'"):
+        xp.Device("cuda:x")
+    with pytest.raises(TypeError, match=r"^Device: kind must be a non-empty string"):
+        xp.Device(["cuda"])
+
+
 @pytest.mark.parametrize("func", [xp.zeros, xp.ones, xp.empty])
 def test_bad_shapes(device, func):
     name = func.__name__
