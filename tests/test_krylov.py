@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 import tessera_array as xp
 from tessera_array import _dispatch
@@ -230,6 +231,7 @@ def test_routing_table_pinned():
     assert table == {
         "cg": cg_like, "gmres": {"dense": "warp", "csr": "warp"}, "bicg": cg_like,
         "bicgstab": cg_like, "cgs": cg_like, "minres": cg_like,
+        "matmul": {"dense": "default", "csr": "default"},
     }
     assert _routing.matvec_variant("cg", "csr") == "scalar"
     assert _routing.matvec_variant("cg", "dense") == "warp"
@@ -343,6 +345,39 @@ def test_solver_takes_its_backends_row(device, monkeypatch):
     _generic_cg(csr_array(a, device=device), xp.asarray(_rhs(16), device=device), maxiter=2)
     assert set(seen) == {("spmv", "warp")}
     assert _fused_variants(device, monkeypatch, csr_array(a, device=device)) in ([], ["warp"])
+
+
+def test_products_take_their_backends_matmul_row(device, monkeypatch):
+    """``A @ x``, ``x @ A``, ``A.toarray()`` and ``aslinearoperator(A)`` of a floating
+    csr_array ask for the ``spmv`` variant of the ``matmul`` row of the device's backend;
+    integer ones for ``default`` (their only variant), whatever the row."""
+    monkeypatch.setattr(_routing, "_backend_rows", {})
+    seen = []
+    real = _dispatch.lookup
+
+    def spy(op, dev, dtype, variant="default"):
+        seen.append((op, dtype, variant))
+        return real(op, dev, dtype, variant)
+
+    monkeypatch.setattr("tessera_array.sparse._csr.lookup", spy)
+    _routing.register_routing(device.backend.name, "matmul",
+                              {"dense": "default", "csr": "scalar"},
+                              measured="a test's row: no measurement")
+    a = poisson2d(4)
+    A = csr_array(a, device=device)
+    x = np.random.default_rng(3).standard_normal(16)
+    xd = xp.asarray(x, device=device)
+    for got, want in ((A @ xd, a @ x), (xd @ A, x @ a),
+                      (tla.aslinearoperator(A).matvec(xd), a @ x)):
+        np.testing.assert_allclose(_np(got), want, rtol=1e-12)
+    np.testing.assert_array_equal(_np(A.toarray()), a.toarray())
+    assert {v for _, _, v in seen} == {"scalar"}, seen
+    seen.clear()
+    Ai = csr_array(scipy.sparse.csr_array(a.toarray().astype(np.int64)), device=device)
+    xi = xp.asarray(np.arange(16), device=device)
+    np.testing.assert_array_equal(_np(Ai @ xi),
+                                  a.toarray().astype(np.int64) @ np.arange(16))
+    assert seen == [("spmv", xp.int64, "default")], seen
 
 
 def _fused_variants(device, monkeypatch, A):

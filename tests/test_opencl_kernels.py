@@ -211,11 +211,14 @@ def test_register_mirrors_numpy_backend():
 
     assert strip(ours) == strip(theirs)
     # every solver's routed variant resolves, dense and sparse
+    # (``default``, the ``matmul`` row's, is the kernel DEFAULT_IS names)
     for variant in {v for row in MATVEC_ROUTING.values() for v in row.values()}:
+        dense = cl_matvec.DEFAULT_IS if variant == "default" else variant
+        sparse = cl_sparse.DEFAULT_IS if variant == "default" else variant
         assert ours.lookup("matvec", "opencl", _dtypes.float32, variant) is \
-            getattr(cl_matvec, f"dense_matvec_{variant}")
+            getattr(cl_matvec, f"dense_matvec_{dense}")
         assert ours.lookup("spmv", "opencl", _dtypes.float32, variant) is \
-            getattr(cl_sparse, f"spmv_{variant}")
+            getattr(cl_sparse, f"spmv_{sparse}")
 
 
 # ---- dense matvec -----------------------------------------------------------------

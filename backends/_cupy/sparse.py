@@ -168,7 +168,30 @@ def instances(warp: int) -> list:
     return out
 
 
+# A csr_array's own products (``A @ x``, ``aslinearoperator(A)``) take ``warp``: cuSPARSE
+# through CuPy rebuilds its matrix and checks its format on the host at every call. H200,
+# ``python3 -P -m benchmarks --device cuda:0 --suite cuda_vs_peers``, Poisson float32, us:
+#
+#   ===========  =====================  ======  ====  =================================
+#   side         default (per call)     scalar  warp  cupyx, its matrix kept (cuSPARSE)
+#   ===========  =====================  ======  ====  =================================
+#   1024^2       223                    20.7    27.1  37.7-45.5
+#   2048^2       276                    68.8    95.1  105-114
+#   ===========  =====================  ======  ====  =================================
+#
+# ``scalar`` is faster on these five-entry rows but takes a row per thread: ``warp``'s
+# lanes grow with the mean row length (lanes_for), so it stays near the memory bound on
+# long rows too.
+MATMUL_ROW = {"dense": "default", "csr": "warp"}
+MATMUL_MEASURED = ("H200, cuda_vs_peers, Poisson 1024^2 float32: warp 27.1 us, scalar 20.7, "
+                   "default (cuSPARSE, its matrix rebuilt each call) 223")
+
+
 def register(registry, backend_name: str) -> None:
+    from tessera_array.sparse._routing import register_routing
+
+    register_routing(backend_name, "matmul", MATMUL_ROW, measured=MATMUL_MEASURED,
+                     replace=True)
     launchers = {"default": spmv, "scalar": spmv_scalar, "warp": spmv_warp}
     for variant in VARIANTS:
         registry.register("spmv", backend_name, _dtypes.FLOATING, launchers[variant],

@@ -22,6 +22,17 @@ def _xp():
     return tessera_array
 
 
+def _product_variant(device, dtype) -> str:
+    """The ``spmv`` variant of a csr_array's own products on ``device``: its backend's
+    ``matmul`` row of the routing table for the floating dtypes; ``default`` for the
+    integer ones (the only variant registered for them, as on the NumPy backend)."""
+    if dtype not in _dtypes.FLOATING:
+        return DEFAULT_VARIANT
+    from ._routing import matvec_variant
+
+    return matvec_variant("matmul", "csr", device.backend.name)
+
+
 def _is_scipy_sparse(obj) -> bool:
     """True for a SciPy sparse array or matrix (without importing SciPy)."""
     mod = type(obj).__module__ or ""
@@ -252,7 +263,7 @@ class csr_array:
         xp = _xp()
         m, n = self._shape
         eye = xp.eye(n, dtype=self.dtype, device=self._device)
-        return self._spmv(eye, DEFAULT_VARIANT) if m and n else xp.zeros(
+        return self._spmv(eye, None) if m and n else xp.zeros(
             self._shape, dtype=self.dtype, device=self._device)
 
     @property
@@ -287,8 +298,9 @@ class csr_array:
 
     # ---- products ----------------------------------------------------------------
 
-    def _spmv(self, x: Array, variant: str) -> Array:
-        """``self @ x`` through the registered ``spmv`` kernel of ``variant``."""
+    def _spmv(self, x: Array, variant: str | None) -> Array:
+        """``self @ x`` through the registered ``spmv`` kernel of ``variant`` (None: the
+        backend's ``matmul`` row of :mod:`._routing`)."""
         if x.__class__ is not Array:
             raise TypeError(
                 "csr_array.__matmul__: x must be a tessera_array Array (convert NumPy "
@@ -312,6 +324,8 @@ class csr_array:
             data = xp.astype(self.data, dt)._data
         else:
             data = self.data._data
+        if variant is None:
+            variant = _product_variant(self._device, dt)
         launcher = lookup("spmv", self._device, dt, variant)
         y = launcher(data, self.indices._data, self.indptr._data, self._shape, x._data)
         return Array._new(y, dt, self._device)
@@ -331,15 +345,15 @@ class csr_array:
     def __matmul__(self, other):
         if isinstance(other, csr_array):
             return NotImplemented
-        return self._spmv(other, DEFAULT_VARIANT)
+        return self._spmv(other, None)
 
     def __rmatmul__(self, other):
         # x @ A == (A.T @ x.T).T
         if other.__class__ is not Array:
             return NotImplemented
         if other.ndim == 1:
-            return self.T._spmv(other, DEFAULT_VARIANT)
-        return self.T._spmv(other.mT, DEFAULT_VARIANT).mT
+            return self.T._spmv(other, None)
+        return self.T._spmv(other.mT, None).mT
 
     def dot(self, other):
         """``self @ other``."""

@@ -29,6 +29,11 @@ SciPy CSR routine, so the table changes nothing there but must still resolve. Ho
 figures were taken, and what came before: ``benchmarks/NOTES.md``, section "Krylov
 routing and fused CG".
 
+The row ``matmul`` is not a solver's: it is the variant of a csr_array's own products
+(``A @ x``, ``x @ A``, ``aslinearoperator(A)``), ``default`` unless a backend registers
+a row measured faster (CUDA: ``warp``, where cuSPARSE through CuPy rebuilds its matrix
+and checks its format on the host at every call).
+
 Backend rows. A backend whose kernels favour another choice (say a persistent, grid-
 synced CG on CUDA) registers its own rows with :func:`register_routing`, its
 measurement beside the call::
@@ -67,6 +72,9 @@ MATVEC_ROUTING = MappingProxyType({
     "bicgstab": _row("warp", "scalar"),  # not measured: CG-like iteration
     "cgs": _row("warp", "scalar"),       # not measured: CG-like iteration
     "minres": _row("warp", "scalar"),    # not measured: CG-like (Lanczos) iteration
+    # not a solver: ``A @ x``, ``x @ A`` and ``aslinearoperator(A)`` of a csr_array (the
+    # library's own BLAS / SciPy / cuSPARSE unless a backend measured better)
+    "matmul": _row("default", "default"),
 })
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..._array import Array
 from ..._devices import as_device
 from ..._dispatch import DEFAULT_VARIANT, lookup
-from .._csr import _is_scipy_sparse, csr_array
+from .._csr import _is_scipy_sparse, _product_variant, csr_array
 
 __all__ = ["LinearOperator", "aslinearoperator", "namespace_of"]
 
@@ -243,10 +243,11 @@ class _DenseOperator(LinearOperator):
 class _CSROperator(LinearOperator):
     """A tessera ``csr_array``, applied through the registered ``spmv`` kernel."""
 
-    def __init__(self, A: csr_array, variant: str = DEFAULT_VARIANT):
+    def __init__(self, A: csr_array, variant: str | None = None):
         super().__init__(A.shape, dtype=A.dtype, matvec=self._mv)
         self.A = A
-        self.variant = variant
+        # None: ``A @ x``'s own variant (the backend's ``matmul`` row), fixed here
+        self.variant = _product_variant(A.device, A.dtype) if variant is None else variant
         self._AH = None
 
     def _mv(self, x):
@@ -288,15 +289,18 @@ class _NamespaceOperator(LinearOperator):
         return self.A @ X
 
 
-def _as_operator(A, *, device=None, variant=DEFAULT_VARIANT, func="aslinearoperator",
+def _as_operator(A, *, device=None, variant=None, func="aslinearoperator",
                  name="A", xp=None):
     """``A`` as a LinearOperator whose products run on ``device`` (tessera) or in ``xp``.
 
     ``variant``: the registered variant for every kind, or a mapping ``{"dense": ...,
-    "csr": ...}`` (a solver's row of the routing table)."""
+    "csr": ...}`` (a solver's row of the routing table); None: ``A @ x``'s own (the
+    ``default`` dense product, the csr_array's ``matmul`` row)."""
     if isinstance(A, LinearOperator):
         return A
-    if isinstance(variant, str):
+    if variant is None:
+        v_dense, v_csr = DEFAULT_VARIANT, None
+    elif isinstance(variant, str):
         v_dense = v_csr = variant
     else:
         v_dense, v_csr = variant["dense"], variant["csr"]
