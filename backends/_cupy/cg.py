@@ -39,11 +39,11 @@ from tessera_array.backends._common.cg import check_k, check_solve, check_vector
 from tessera_array import _dtypes
 
 from . import _kernels
-from .matvec import CTYPE
+from .matvec import CTYPE, dot_parts
 from .sparse import lanes_for
 
-__all__ = ["BLOCK", "BLOCKS_PER_SM", "KMAX", "MEASURED", "ROUTING", "FusedCG", "cg_fused",
-           "geometry", "instances", "register"]
+__all__ = ["BLOCK", "BLOCKS_PER_SM", "KMAX", "MEASURED", "ROUTING", "FusedCG", "PlainCG",
+           "cg_fused", "cg_plain", "geometry", "instances", "register"]
 
 FILE = "cg.cu"
 BLOCK = 256  # threads per block (a multiple of the warp, at most 32 warps: block_sum)
@@ -55,8 +55,12 @@ _INT32 = np.dtype(np.int32)
 # Operator kinds, entry points and state words: cg.cu's values.
 OP_NONE, OP_DENSE, OP_CSR, OP_HOST = 0, 1, 2, 3
 E_INIT, E_START, E_ZDOT, E_QDOT = 0, 1, 2, 3
-W_STATUS, W_STOP_AT, W_CAUSE, W_OK, W_RR, W_RHO, W_RHO_PREV, W_PQ, HIST = range(9)
+(W_STATUS, W_STOP_AT, W_CAUSE, W_OK, W_RR, W_RHO, W_RHO_PREV, W_PQ, W_BNRM, W_THR,
+ HIST) = range(11)
+S_BAD_B = 3  # cg_plain: ||b|| not finite (the host's general path answers)
 _resident = memo("cuda.cg.resident")  # (device id, kernel name) -> resident blocks
+# (device id, n, dtype, index types, lanes, warp) -> _Plan of cg_plain's solves
+_plans = memo("cuda.cg.plain", limit=256)
 
 # The CUDA row of the matvec routing table for cg (tessera_array/sparse/_routing.py): the
 # products inside this kernel, per iteration on the H200 (CUDA events, medians, whole
@@ -221,6 +225,7 @@ class FusedCG:
         real = np.finfo(self.dtype).dtype
         thr = (ctypes.c_float if real == np.float32 else ctypes.c_double)(float(self._thr))
         self._static = [thr, *self._a.ctypes_args(), *self._m.ctypes_args()]
+        self._plain = False
         self._vectors = [_ptr(v) for v in (self.x, self.r, self.p)]
         self._work = [_ptr(v) for v in (self.part, self.st, self.bar)]
         self._done = 0  # steps launched (and, while running, taken)
@@ -243,7 +248,7 @@ class FusedCG:
         c = ctypes
         head = [c.c_longlong(self.n), c.c_int(entry), c.c_longlong(self._done),
                 c.c_longlong(target), c.c_int(final), c.c_longlong(run_base)]
-        args = head + self._static + self._vectors + [_ptr(q), _ptr(z)] + self._work
+        args = head + self._static + _NO_B + self._vectors + [_ptr(q), _ptr(z)] + self._work
         params = (c.c_void_p * len(args))(*[c.addressof(a) for a in args])
         driver = _cupy().cuda.driver
         driver.launchCooperativeKernel(self._kernel.ptr, self.blocks, 1, 1, BLOCK, 1, 1, 0,
@@ -275,12 +280,168 @@ class FusedCG:
                 self._done += 1
             self._entry = E_START
             # sync: the status words and this run's r . r values.
-            tail = self.st[:HIST + steps].real.get()
+            tail = self._read(HIST + steps)
         self._done = target
+        if self._plain:  # (PlainCG: the first launch took ||b||)
+            if tail[W_STATUS] == S_BAD_B:
+                self._finished = True
+                self._release()
+                return None
+            if before == 0:
+                self.bnrm2 = float(tail[W_BNRM])
         out = report(tail[W_STATUS], tail[W_STOP_AT], tail[W_CAUSE], tail[HIST:],
                      steps=steps, before=before, after=target, maxiter=self.maxiter)
         self._finished = out.status is not CGStatus.RUNNING
+        if self._finished and self._plain:
+            self._release()
         return out
+
+    def _read(self, count: int):
+        """The first ``count`` state words (real parts), read to the host (``# sync``)."""
+        return self.st[:count].real.get()
+
+
+class _Plan:
+    """What the solves of one (device, n, dtype, matrix layout) share: the kernel, its
+    grid, and workspaces no running solve holds (:class:`_Work`, at most two kept)."""
+
+    __slots__ = ("blocks", "free", "kernel")
+
+    def __init__(self, kernel, blocks):
+        self.kernel, self.blocks, self.free = kernel, blocks, []
+
+
+class _Work:
+    """One PlainCG workspace (r, p, q, the partial sums, the state words; the barrier's
+    counter; a pinned host copy of the words) and the kernel's arguments over it, as
+    ctypes values that a solve rebinds (:meth:`bind`) instead of building anew. A solve
+    takes it from its plan and gives it back when it finishes, after its last read, so
+    no two solves use it at once. The counter is zeroed once: a launch leaves it at a
+    multiple of the grid's blocks, where the barrier (cg.cu, grid_sync) may start."""
+
+    __slots__ = ("a", "args", "b", "bar", "head", "host", "params", "pinned", "st", "work",
+                 "x")
+
+    def __init__(self, plan, n, dt):
+        c, cupy = ctypes, _cupy()
+        dparts = dot_parts(n)
+        parts = 3 * plan.blocks + dparts
+        words = HIST + KMAX
+        size = dt.itemsize
+        self.work = _kernels.empty((3 * n + parts + words,), dt)
+        self.bar = cupy.zeros((1,), dtype=np.uint64)
+        base = self.work.data.ptr
+        self.st = base + (3 * n + parts) * size
+        self.pinned = cupy.cuda.alloc_pinned_memory(words * size)
+        self.host = np.frombuffer(self.pinned, dtype=dt, count=words)
+        self.head = [c.c_longlong(n), c.c_int(0), c.c_longlong(0), c.c_longlong(0),
+                     c.c_int(0), c.c_longlong(0)]
+        thr = (c.c_float if dt == np.float32 else c.c_double)(0.0)  # (the kernel's own)
+        self.a = [c.c_int(0), c.c_int(1), c.c_void_p(0), c.c_void_p(0), c.c_void_p(0),
+                  c.c_longlong(0)]
+        self.b = [c.c_void_p(0), c.c_double(0.0), c.c_double(0.0), c.c_int(dparts)]
+        self.x = c.c_void_p(0)
+        self.args = (self.head + [thr] + self.a + _Stored(OP_NONE).ctypes_args() + self.b
+                     + [self.x, c.c_void_p(base), c.c_void_p(base + n * size),
+                        c.c_void_p(base + 2 * n * size), c.c_void_p(0),
+                        c.c_void_p(base + 3 * n * size), c.c_void_p(self.st),
+                        c.c_void_p(self.bar.data.ptr)])
+        self.params = (c.c_void_p * len(self.args))(*[c.addressof(v) for v in self.args])
+
+    def bind(self, b, x, op, rtol, atol):
+        a = self.a
+        a[0].value, a[1].value, a[5].value = op.kind, op.lanes, op.ld
+        for slot, buf in ((2, op.val), (3, op.idx), (4, op.ptr)):
+            a[slot].value = 0 if buf is None else buf.data.ptr
+        self.b[0].value, self.b[1].value, self.b[2].value = b.data.ptr, rtol, atol
+        self.x.value = x.data.ptr
+
+
+class PlainCG(FusedCG):
+    """``cg(A, b)`` from x = 0 on a stored ``A`` (real dtypes): the kernel's first launch
+    starts the system itself (x = 0, r = b, ||b|| in the vecdot kernels' order and its
+    root, the threshold of ``max(atol, rtol ||b||)``), so a short solve is one launch and
+    one read. ``run(k)`` as :class:`FusedCG`'s, but None when ``b`` was not finite (the
+    caller's general path then answers); after the first run ``bnrm2`` is ||b||. ``x``
+    is the solution's own buffer. The kernel, grid and free workspaces of a (device, n,
+    dtype, matrix layout) are kept between solves (``_plans``)."""
+
+    def __init__(self, b, a, rtol, atol, maxiter):
+        self.device = dev = b.device
+        self.dtype = dt = b.dtype
+        self.n = n = b.shape[0]
+        self.maxiter = int(maxiter)
+        self.A, self.M = a, None
+        self.bnrm2 = None
+        self.q = self.z = None
+        with dev:
+            warp = _kernels.warp_size(dev)
+            self._a = op = _stored(a, n, dt, warp, None)
+            self._m = _NONE
+            if op.kind not in (OP_DENSE, OP_CSR):
+                self._w = None
+                return
+            csr = op.kind == OP_CSR
+            key = (dev.id, n, dt, op.idx.dtype if csr else _INT32,
+                   op.ptr.dtype if csr else _INT32, op.lanes, warp)
+            plan = _plans.get(key)
+            if plan is None:
+                name = _name(dt, key[3], key[4], warp)
+                kernel = _kernels.function(FILE, name, dev)
+                plan = _plans.put(key, _Plan(kernel, geometry(
+                    n, op.lanes, warp, _kernels.multiprocessors(dev),
+                    _resident_blocks(kernel, name, dev))))
+            self.x = _kernels.empty((n,), dt)  # (the kernel writes x, r and p first)
+            self._w = plan.free.pop() if plan.free else _Work(plan, n, dt)
+        self._plan, self._kernel, self.blocks = plan, plan.kernel, plan.blocks
+        self._w.bind(b, self.x, op, rtol, atol)
+        self._b = b  # (read by the first launch)
+        self._plain = True
+        self._done = 0
+        self._entry = E_INIT
+        self._finished = False
+
+    def _launch(self, entry, target, final, run_base, q, z):
+        h = self._w.head
+        h[1].value, h[2].value, h[3].value, h[4].value, h[5].value = \
+            entry, self._done, target, final, run_base
+        cupy = _cupy()
+        cupy.cuda.driver.launchCooperativeKernel(
+            self._kernel.ptr, self.blocks, 1, 1, BLOCK, 1, 1, 0,
+            cupy.cuda.get_current_stream().ptr, ctypes.addressof(self._w.params))
+
+    def _read(self, count: int):
+        """The first ``count`` state words, through the pinned copy (``# sync``)."""
+        w, cupy = self._w, _cupy()
+        stream = cupy.cuda.get_current_stream()
+        cupy.cuda.runtime.memcpyAsync(w.host.ctypes.data, w.st, count * w.host.itemsize,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        stream.synchronize()
+        return w.host[:count]
+
+    def _release(self):
+        w, self._w = self._w, None
+        if w is not None and len(self._plan.free) < 2:
+            self._plan.free.append(w)
+
+
+_NONE = _Stored(OP_NONE)
+
+
+_NO_B = [ctypes.c_void_p(0), ctypes.c_double(0.0), ctypes.c_double(0.0), ctypes.c_int(0)]
+_REAL = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
+def cg_plain(b, A, rtol: float, atol: float, maxiter: int) -> PlainCG | None:
+    """``cg(A, b)`` with nothing else, in :class:`PlainCG`: ``b`` a 1-D contiguous real
+    ``cupy.ndarray``, ``A`` a :class:`~tessera_array.sparse.linalg._fused.FusedOperand` of
+    a stored matrix of b's dtype; ``rtol`` and ``atol`` checked by the caller. None (the
+    caller's other paths) for anything else."""
+    if (not _is_native(b) or b.ndim != 1 or b.dtype not in _REAL or b.shape[0] == 0
+            or not b.flags.c_contiguous or A.kind not in ("dense", "csr")):
+        return None
+    solve = PlainCG(b, A, float(rtol), float(atol), maxiter)
+    return solve if solve._w is not None else None
 
 
 def cg_fused(x, r, p, A, M, atol, maxiter) -> FusedCG | None:
@@ -290,6 +451,9 @@ def cg_fused(x, r, p, A, M, atol, maxiter) -> FusedCG | None:
     if _is_native(r) and r.ndim == 1 and r.shape[0] == 0:
         return None
     return FusedCG(x, r, p, A, M, atol, maxiter)
+
+
+cg_fused.plain = cg_plain  # (what _isolve._cg_plain looks for: one launch for cg(A, b))
 
 
 def instances(warp: int) -> list:

@@ -19,10 +19,18 @@
 //                        the new rr
 //            until done = target; then, when the launch is the solve's last (final), the
 //            final check of the last p^H q: MAXITER, or INDEFINITE / NONFINITE.
+//            With b (cg(A, b) alone, real T; null otherwise) the first launch also starts
+//            the system itself: x = 0, r = b, ||b|| summed in the vecdot kernels' order
+//            and rooted (float32: a subnormal b . b flushed to zero, as CuPy's root that
+//            the general path takes), then the threshold from max(atol, rtol ||b||) (the
+//            host's stop_threshold, step for step), kept in st for later launches; a
+//            zero ||b|| is CONVERGED at test 0, a non-finite one BAD_B (the host's
+//            general path answers it). One launch and one read for a short solve.
 // Layout     x, r, p, q, z: contiguous vectors of n elements (q and z the launcher's work
 //            vectors, or the host's products). A dense operand: row i at val + i * ld,
 //            its n columns contiguous. A CSR operand: data val, column indices idx (I),
-//            row starts ptr (P). st (T): the state words W_* below, then the run's
+//            row starts ptr (P). With b, part holds dparts more partial sums (b . b
+//            in the vecdot kernels' blocks) after its 3 * gridDim.x. st (T): the state words W_* below, then the run's
 //            history (rr of test j at st[HIST + j]); the first launch (entry E_INIT)
 //            writes the words without reading them. part (T): 3 * gridDim.x partial sums.
 //            bar: the grid barrier's counter (grid_sync), zero when the solve starts.
@@ -70,12 +78,29 @@ namespace cgk {
 constexpr int OP_NONE = 0, OP_DENSE = 1, OP_CSR = 2, OP_HOST = 3;
 constexpr int E_INIT = 0, E_START = 1, E_ZDOT = 2, E_QDOT = 3;
 constexpr int W_STATUS = 0, W_STOP_AT = 1, W_CAUSE = 2, W_OK = 3, W_RR = 4, W_RHO = 5,
-              W_RHO_PREV = 6, W_PQ = 7, HIST = 8;
+              W_RHO_PREV = 6, W_PQ = 7, W_BNRM = 8, W_THR = 9, HIST = 10;
 constexpr int SLOT_RR = 0, SLOT_RHO = 1, SLOT_PQ = 2;  // the partial sums' regions
 
 // Status values (cg's info codes; RUNNING 1, MAXITER 2), kept as reals.
 constexpr int S_RUNNING = 1, S_MAXITER = 2, S_CONVERGED = 0, S_NONFINITE = -20,
               S_INDEFINITE = -30;
+constexpr int S_BAD_B = 3;  // b given and ||b|| not finite: the host's general path answers
+
+// The least t of R with sqrt(double(t)) < atol false: rr < t exactly when the host's
+// float64 test sqrt(rr) < atol holds (stop_threshold of tessera_array/sparse/linalg/
+// _fused.py, step for step: atol^2 rounded to R, then an ulp at a time).
+__device__ __forceinline__ float next_to(float t, float to) { return nextafterf(t, to); }
+__device__ __forceinline__ double next_to(double t, double to) { return nextafter(t, to); }
+__device__ __forceinline__ float root(float v) { return sqrtf(v); }  // (correctly rounded)
+__device__ __forceinline__ double root(double v) { return sqrt(v); }
+template <typename R> __device__ R stop_threshold(const double atol)
+{
+    const R inf = R(1) / R(0);
+    R t = mul(R(atol), R(atol));
+    while (t < inf && sqrt((double)t) < atol) t = next_to(t, inf);
+    while (t > R(0) && !(sqrt((double)next_to(t, R(0))) < atol)) t = next_to(t, R(0));
+    return t;
+}
 
 // A stored operator: dense (val, ld) or CSR (val, idx, ptr).
 template <typename T, typename I, typename P> struct Op {
@@ -219,12 +244,14 @@ template <typename T, typename I, typename P, int WARP, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, 3)
 tessera_cg_run(const long long n, const int entry, const long long done0,
                const long long target, const int final_, const long long run_base,
-               const typename tessera::real_of<T>::type thr, const int a_kind,
+               const typename tessera::real_of<T>::type thr_in, const int a_kind,
                const int a_lanes, const T *__restrict__ a_val, const I *__restrict__ a_idx,
                const P *__restrict__ a_ptr, const long long a_ld,
                const int m_kind, const int m_lanes, const T *__restrict__ m_val,
                const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
-               T *x, T *r, T *p, T *q, T *z, T *part, T *st, unsigned long long *bar)
+               const T *__restrict__ b, const double rtol, const double atol,
+               const int dparts, T *x, T *r, T *p, T *q, T *z, T *part, T *st,
+               unsigned long long *bar)
 {
     using namespace tessera;
     using namespace tessera::cgk;
@@ -239,6 +266,8 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
     const Op<T, I, P> A{a_kind, a_lanes, a_val, a_idx, a_ptr, a_ld};
     const Op<T, I, P> M{m_kind, m_lanes, m_val, m_idx, m_ptr, m_ld};
     int status = S_RUNNING, stop_at = -2, cause = 0;
+    R thr = thr_in;  // b given: set from ||b|| at E_INIT
+    R bnrm = R(0);
     bool ok = true;  // the last step's real(p^H A p) > 0 (no step yet: true)
     R rr = R(0);     // r^H r of the current r
     T rho = zero<T>(), rho_prev = zero<T>(), pq = zero<T>();
@@ -248,12 +277,54 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
         rho = st[W_RHO];
         rho_prev = st[W_RHO_PREV];
         pq = st[W_PQ];
+        if (b != nullptr) thr = real_part(st[W_THR]);  // (the first launch's, from ||b||)
     }
     g.sync();  // every block has read st: block 0 may write it from here on
     long long done = done0;
     const T *s = m_kind == OP_NONE ? r : z;  // what p takes from
     int phase = entry;
     for (;;) {
+        if (phase == E_INIT && b != nullptr) {
+            // cg(A, b) from x = 0 (real T): x = 0, r = b, and ||b|| summed as the vecdot
+            // kernels sum b . b (blas1.cu: dparts blocks of BLOCK threads over a grid-
+            // stride loop, each block's block_sum, then thread t of one block adds parts
+            // t, t + BLOCK, ... and a block_sum), here with dparts virtual blocks over
+            // the grid's; then the root and the threshold, as the host would take them.
+            for (long long i = g.tid; i < n; i += g.threads) {
+                x[i] = zero<T>();
+                r[i] = b[i];
+            }
+            T *dpart = part + 3 * (long long)g.blocks;
+            for (int vb = blockIdx.x; vb < dparts; vb += gridDim.x) {  // (block-uniform)
+                T acc = zero<T>();
+                for (long long i = (long long)vb * BLOCK + threadIdx.x; i < n;
+                     i += (long long)dparts * BLOCK)
+                    acc = add(acc, conj_mul(b[i], b[i]));
+                acc = block_sum<WARP, BLOCK>(acc, scratch);
+                if (threadIdx.x == 0) dpart[vb] = acc;
+            }
+            g.sync();
+            T acc = zero<T>();
+            for (int k = threadIdx.x; k < dparts; k += BLOCK) acc = add(acc, dpart[k]);
+            acc = block_sum<WARP, BLOCK>(acc, scratch);
+            if (threadIdx.x == 0) bcast = acc;
+            __syncthreads();
+            const R bb = real_part(bcast);  // (the next block_sum syncs before a write)
+            // The general path's root is CuPy's, whose float32 kernels flush a subnormal
+            // argument to zero (-ftz): so is this one, in float32 only.
+            bnrm = (sizeof(R) == 4 && bb < R(1.17549435e-38f)) ? R(0) : root(bb);
+            if (!isfinite(bnrm)) {
+                status = S_BAD_B;
+                break;
+            }
+            if (bnrm == R(0)) {  // SciPy's early return: x = 0, converged at test 0
+                if (g.tid == 0) st[HIST] = zero<T>();
+                status = S_CONVERGED;
+                stop_at = 0;
+                break;
+            }
+            thr = stop_threshold<R>(fmax(atol, rtol * (double)bnrm));
+        }
         if (phase == E_INIT) {
             T acc = zero<T>();
 #pragma unroll 4
@@ -384,5 +455,9 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
         st[W_RHO] = rho;
         st[W_RHO_PREV] = rho_prev;
         st[W_PQ] = pq;
+        if (b != nullptr) {
+            st[W_THR] = from_real<T>(thr);
+            if (entry == E_INIT) st[W_BNRM] = from_real<T>(bnrm);
+        }
     }
 }

@@ -667,6 +667,12 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
     launcher = _fused_cg_for(T, b)
     if launcher is None:
         return None
+    plain = getattr(launcher, "plain", None)
+    if plain is not None and dt.kind == "f":
+        _get_atol("cg", 0.0, atol, rtol)  # (their checks: the threshold is the kernel's)
+        got = _cg_one_launch(T, plain, A, b, kind, rtol, atol, maxiter, report)
+        if got is not _DECLINED:
+            return got
     if dt.kind == "c":
         bnrm2 = float(_norm(T, b, _products(T, b, "device")[0]))  # sync
     else:  # _norm's sqrt(b . b) by _products' vecdot
@@ -692,6 +698,41 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
     x = Arr._new(ops.zeros((n,), dtype=dt, device=dev), dt, dev)
     r = Arr._new(ops.astype(b._data, dt, copy=True), dt, dev)  # updated in place
     return _cg_fused(T, launcher, op, None, op._mv, None, x, r, atol, maxiter, report, None)
+
+
+_DECLINED = object()
+
+
+def _cg_one_launch(T, plain, A, b, kind, rtol, atol, maxiter, report):
+    """:func:`_cg_plain` on a device whose fused CG also starts the system itself
+    (``launcher.plain``: x = 0, r = b, ||b|| and the threshold in its first launch, so a
+    short solve is one launch and one read): the same x, info and report as the general
+    path, whose steps it takes in the kernel. None where b is not finite (the general path
+    words the error); ``_DECLINED`` where ``plain`` declines."""
+    dt, dev = b._dtype, b._device
+    variant = matvec_variant("cg", kind, dev.backend.name)
+    op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
+    solve = plain(b._data, _operand(T, op, op._mv, b, "A"), float(rtol), float(atol),
+                  maxiter)
+    if solve is None:
+        return _DECLINED
+    hist = []
+    out = None
+    atol_now = float(atol)  # max(atol, rtol ||b||) once the first run has read ||b||
+    for _ in range(maxiter + 1):  # (every run advances, so maxiter runs at most finish)
+        out = solve.run(_steps_per_read(hist, atol_now))  # sync: one read per run
+        if out is None:
+            return None
+        if not hist:
+            atol_now = _get_atol("cg", solve.bnrm2, atol, rtol)
+        hist.extend(out.residual_norms)
+        if out.status != CGStatus.RUNNING:
+            break
+    else:
+        raise RuntimeError(f"cg: the device's fused solve ({plain!r}) still reports RUNNING "
+                           f"after {maxiter + 1} runs for maxiter={maxiter}")
+    info = maxiter if out.status == CGStatus.MAXITER else int(out.status)
+    return _finish(report, T.Array._new(solve.x, dt, dev), info, out.iterations, hist)
 
 
 def _cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
