@@ -641,7 +641,9 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
     info and report), without its conversions and checks of what this call does not
     have (``_make_system``: some 20 us of the 42 a ``maxiter=0`` solve cost on the
     NumPy backend). None where the call is not that one or anything is amiss: the
-    general path then answers it, errors included."""
+    general path then answers it, errors included. Where the fused launcher also starts
+    the system itself (``launcher.plain``: CUDA), a real solve is its one launch and one
+    read (:func:`_cg_one_launch`)."""
     T = _xp_tessera()
     Arr = T.Array
     if b.__class__ is not Arr:
