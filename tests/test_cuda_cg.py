@@ -17,6 +17,7 @@ from __future__ import annotations
 import _gate
 import numpy as np
 import pytest
+from _poison import poisoned_empty
 import scipy.sparse as sp
 from _problems import poisson2d
 
@@ -36,14 +37,7 @@ DEV = "cuda:0"
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch):
     """Every buffer the launchers allocate starts as 0xFF bytes (NaN in floats)."""
-
-    def empty(shape, dtype):
-        dtype = np.dtype(dtype)
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        return cupy.full(nbytes, 0xFF, dtype=cupy.uint8).view(dtype).reshape(shape)
-
-    monkeypatch.setattr(_kernels, "empty", empty)
+    monkeypatch.setattr(_kernels, "empty", poisoned_empty(cupy))
 
 
 def _spd(n, seed=1):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import _gate
 import numpy as np
 import pytest
+from _poison import poisoned_empty
 import scipy.sparse
 from tessera_array.backends.numpy import matvec as np_matvec
 from tessera_array.backends.numpy import sparse as np_sparse
@@ -42,14 +43,7 @@ BIG = 3 * 2**20 + 7  # many blocks, not a multiple of any block or warp
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch):
     """Every result buffer a launcher allocates starts as 0xFF bytes."""
-
-    def empty(shape, dtype):
-        dtype = np.dtype(dtype)
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        return cupy.full(nbytes, 0xFF, dtype=cupy.uint8).view(dtype).reshape(shape)
-
-    monkeypatch.setattr(_kernels, "empty", empty)
+    monkeypatch.setattr(_kernels, "empty", poisoned_empty(cupy))
 
 
 def dev(a):

@@ -22,6 +22,7 @@ import warnings
 import _gate
 import numpy as np
 import pytest
+from _poison import poisoned_empty
 from tessera_array.backends.numpy import optim as np_optim
 
 from tessera_array._dispatch import KernelRegistry
@@ -42,14 +43,7 @@ STEPS = 4
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch):
     """Every buffer the launchers take from _kernels.empty starts as 0xFF bytes (NaN)."""
-
-    def empty(shape, dtype):
-        dtype = np.dtype(dtype)
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        return cupy.full(nbytes, 0xFF, dtype=cupy.uint8).view(dtype).reshape(shape)
-
-    monkeypatch.setattr(_kernels, "empty", empty)
+    monkeypatch.setattr(_kernels, "empty", poisoned_empty(cupy))
 
 
 def dev(a):
