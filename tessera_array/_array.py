@@ -10,6 +10,7 @@ Specification: https://data-apis.org/array-api/2025.12/API_specification/array_o
 
 from __future__ import annotations
 
+import os
 import types
 
 from . import _dtypes
@@ -21,7 +22,22 @@ __all__ = ["Array"]
 _object_new = object.__new__
 
 
-class Array:
+def _compiled():
+    """The C half of Array (tessera_array/_arrayobject.c), or None: not built, or
+    TESSERA_PURE_PYTHON=1."""
+    if os.environ.get("TESSERA_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from . import _arrayobject
+    except ImportError:
+        return None
+    return _arrayobject
+
+
+_C = _compiled()
+
+
+class Array(_C.ArrayBase if _C is not None else object):
     """An n-dimensional array on one device.
 
     Arrays are made by the creation functions (``asarray``, ``zeros``, ...), never
@@ -35,7 +51,8 @@ class Array:
     ndim, size : int
     """
 
-    __slots__ = ("__weakref__", "_data", "_device", "_dtype")
+    # With the C half, its base holds the three fields (and the weak-reference list).
+    __slots__ = () if _C is not None else ("__weakref__", "_data", "_device", "_dtype")
     # NumPy defers to our reflected operators (``ndarray + Array`` -> Array.__radd__).
     __array_priority__ = 1000.0
     __hash__ = None
@@ -938,6 +955,59 @@ for _stem, _fn in _BINARY:
     _forward = getattr(Array, f"__{_stem}__")
     setattr(Array, f"__i{_stem}__", _make_inplace(f"__i{_stem}__", _fn, _forward))
 del _stem, _fn, _forward
+
+# The operators with a short path in C (their order: _arrayobject.OPS): the stem of
+# their methods, and the DType kinds the method's short path takes (None: every kind).
+# Beside each method above the same kinds are written out; tests/test_arrayobject.py
+# checks the two halves give the same results and errors for every dtype.
+_COMPILED_OPERATORS = {
+    "add": ("add", None), "subtract": ("sub", "iufc"), "multiply": ("mul", None),
+    "divide": ("truediv", "fc"), "floor_divide": ("floordiv", "iuf"),
+    "remainder": ("mod", "iuf"), "bitwise_and": ("and", "biu"), "bitwise_or": ("or", "biu"),
+    "bitwise_xor": ("xor", "biu"), "bitwise_left_shift": ("lshift", "iu"),
+    "bitwise_right_shift": ("rshift", "iu"), "less": ("lt", None),
+    "less_equal": ("le", None), "equal": ("eq", None), "not_equal": ("ne", None),
+    "greater": ("gt", None), "greater_equal": ("ge", None),
+    "negative": ("neg", "iufc"), "positive": ("pos", "iufc"), "abs": ("abs", "biuf"),
+    "bitwise_invert": ("invert", "biu"),
+}
+_COMPARISONS = ("lt", "le", "eq", "ne", "gt", "ge")
+_UNARY = ("neg", "pos", "abs", "invert")
+
+
+def _dtypes_of(kinds):
+    """The DTypes of the kinds (a string of DType.kind letters); None stays None."""
+    if kinds is None:
+        return None
+    return tuple(d for d in _dtypes.ALL_DTYPES if d.kind in kinds)
+
+
+def _install_compiled(c) -> dict:
+    """Hand the Python operators to the C half as its fallbacks, and take them off the
+    class, so that the C slots answer (a Python ``__add__`` in the class would shadow
+    them). Returns the Python methods, by name (for the tests)."""
+    table = []
+    methods = {}
+    for name in c.OPS:
+        stem, kinds = _COMPILED_OPERATORS[name]
+        forward = Array.__dict__[f"__{stem}__"]
+        methods[f"__{stem}__"] = forward
+        if stem in _COMPARISONS:
+            reflected, result = None, _BOOL
+        elif stem in _UNARY:
+            reflected, result = None, None
+        else:
+            reflected, result = Array.__dict__[f"__r{stem}__"], None
+            methods[f"__r{stem}__"] = reflected
+        table.append((name, _dtypes_of(kinds), result, forward, reflected))
+    methods["__getitem__"] = Array.__dict__["__getitem__"]
+    c.install(Array, tuple(table), _NATIVE_ERRORS, methods["__getitem__"])
+    for method in methods:
+        delattr(Array, method)
+    return methods
+
+
+PYTHON_METHODS = _install_compiled(_C) if _C is not None else {}
 
 _SUPPORTED_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 

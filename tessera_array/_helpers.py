@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from . import _dtypes
-from ._array import Array, check_same_device
+from ._array import _C, Array, _dtypes_of, check_same_device
 from ._dtypes import DType
 from ._errors import MissingCapabilityError, ScalarOutOfRangeError
 
@@ -288,6 +288,9 @@ def binary_function(func: str, kinds: str, fast: str, compute=None, result_dtype
         return obj
 
     op.__name__ = op.__qualname__ = func
+    if _C is not None:
+        # The first branch above, in C (tessera_array/_arrayobject.c); op does the rest.
+        return _C.Function(func, 2, _dtypes_of(fast), result_dtype, op)
     return op
 
 
@@ -325,6 +328,9 @@ def unary_function(func: str, kinds: str, fast: str, compute=None, result_dtype=
         return elementwise_unary(func, x, kinds, fast, compute, result_dtype)
 
     op.__name__ = op.__qualname__ = func
+    if _C is not None:
+        # The first branch above, in C (tessera_array/_arrayobject.c); op does the rest.
+        return _C.Function(func, 1, _dtypes_of(fast), result_dtype, op)
     return op
 
 

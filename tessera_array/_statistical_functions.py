@@ -9,13 +9,21 @@ This module also holds the argument checks shared by the reduction-like chapters
 
 from __future__ import annotations
 
+import functools
 import operator
 
 from . import _dtypes
-from ._array import Array
+from ._array import _C, Array
 from ._dtypes import DType, coerce_dtype
 from ._errors import AxisError
-from ._helpers import check_array, check_dtype_on_device, default_float, wrap_as
+from ._helpers import (
+    _QUIET_RERUN,
+    _rerun_quietly,
+    check_array,
+    check_dtype_on_device,
+    default_float,
+    wrap_as,
+)
 
 __all__ = [
     "cumulative_prod",
@@ -141,7 +149,12 @@ def _accumulate(func: str, x, axis, dtype, keepdims) -> Array:
     dt = _accumulate_dtype(func, x, dtype)
     dev = x._device
     native = dev.ops.sum if func == "sum" else dev.ops.prod
-    return wrap_as(native(x._data, axis=axes, dtype=dt, keepdims=keepdims), dt, dev)
+    try:
+        r = native(x._data, axis=axes, dtype=dt, keepdims=keepdims)
+    except _QUIET_RERUN:  # an overflow to inf, made an error by -W error
+        r = _rerun_quietly(dev, functools.partial(native, axis=axes, dtype=dt,
+                                                  keepdims=keepdims), x._data)
+    return wrap_as(r, dt, dev)
 
 
 def sum(
@@ -163,12 +176,22 @@ def sum(
         if dt.kind in "fc":
             # The hot path: a whole-array float sum, one native call.
             dev = x._device
+            try:
+                r = dev.ops.sum(x._data)
+            except _QUIET_RERUN:
+                r = _rerun_quietly(dev, dev.ops.sum, x._data)
             obj = _object_new(Array)
-            obj._data = dev.ops.sum(x._data)
+            obj._data = r
             obj._dtype = dt
             obj._device = dev
             return obj
     return _accumulate("sum", x, axis, dtype, keepdims)
+
+
+if _C is not None:
+    # xp.sum(x) alone on a float or complex x (the first branch above) in C
+    # (tessera_array/_arrayobject.c); every other call goes to the def.
+    sum = functools.update_wrapper(_C.Function("sum", 1, _dtypes.FLOATING, None, sum), sum)
 
 
 def prod(

@@ -87,6 +87,12 @@ class Namespace(
     ``quiet`` (a class attribute: a callable, not bound)
         Returns a context in which the module reports no floating-point flags. NumPy:
         ``errstate(all="ignore")``; CuPy reports none (the default, a null context).
+    ``quiet_context`` (None)
+        For the front end's C short paths, which call the ops from no Python frame of
+        tessera's: None where the ops called on buffers issue no floating-point warning
+        (CuPy); a ``(ContextVar, value)`` pair set around each call to silence them
+        (NumPy: its error-state variable at ``errstate(all="ignore")``); False where
+        they warn and cannot be silenced so (those paths then step aside).
     :meth:`patch`
         Rewrites the special positions of a result; follows ``host_reads_cheap``.
     :meth:`check_index_bounds`
@@ -123,6 +129,7 @@ class Namespace(
     cholesky_has_upper = True
     linalg_library = "LAPACK"
     quiet = contextlib.nullcontext
+    quiet_context = None
 
     def __init__(self, m):
         cls = type(self)

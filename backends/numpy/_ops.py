@@ -15,5 +15,6 @@ namespace = NumpyNamespace()
 
 globals().update(namespace.members())
 basic_views = namespace.basic_views  # the front end reads this trait on the ops (Device.views)
+quiet_context = namespace.quiet_context  # and this one in its C short paths
 
 __all__ = sorted(namespace.members())  # noqa: PLE0605 (the names are generated)
