@@ -19,8 +19,12 @@ getitem_sl   ``x[s]`` / ``a[s]``, s a slice   (1,), (1000,), (1000000,)
 Matrices are square with about the given total size (32 x 32 = 1,024 for 1e3).
 ``a[i]`` in NumPy returns a NumPy scalar, tessera a 0-d Array: the ratio is what
 a user pays for the standard's semantics. A basic slice is a view, so its cost
-does not grow with n. Targets (reported, not enforced): add and sum at ratio
-<= 2.0 for one element and <= 1.05 for 1e6 elements.
+does not grow with n. Targets (reported, not enforced): ``x + y`` and ``xp.add`` at
+ratio <= 1.5 for one element, ``xp.sum`` <= 1.3, all three <= 1.05 for 1e6 elements;
+``x[i]`` <= 3 and ``x[a:b]`` <= 2.5 at every size (array-api-strict pays 23x on
+``a + b``, torch on the CPU 4x). The one-element figures rest on the C short paths of
+tessera_array/_arrayobject.c; with ``TESSERA_PURE_PYTHON=1`` they are about 2x, 1.35x,
+7x and 4x.
 """
 
 from __future__ import annotations
@@ -29,12 +33,18 @@ __all__ = ["benchmarks"]
 
 SIZES = (1, 1_000, 1_000_000)
 MATRIX_SIDE = {1: 1, 1_000: 32, 1_000_000: 1000}
-TARGETS = {1: 2.0, 1_000_000: 1.05}
+# (benchmark, n) -> the ratio it should meet; a benchmark's n=None: every size.
+TARGETS = {
+    ("add_op", 1): 1.5, ("add", 1): 1.5, ("sum", 1): 1.3,
+    ("add_op", 1_000_000): 1.05, ("add", 1_000_000): 1.05, ("sum", 1_000_000): 1.05,
+    ("getitem_int", None): 3.0, ("getitem_slice", None): 2.5,
+}
 
 # The code on the tessera side's path. Err on the side of inclusion: a needless
 # STALE costs one re-record, a missed change costs a shipped regression.
 _COMMON = (
     "tessera_array/_array.py",
+    "tessera_array/_arrayobject.c",
     "tessera_array/_helpers.py",
     "tessera_array/_dtypes.py",
     "tessera_array/_devices.py",
@@ -132,7 +142,7 @@ def benchmarks(ctx) -> list:
                         f"the overhead suite compares with raw NumPy and needs a host device; "
                         f"{_dev} is not one (a CuPy peer comes with the GPU backends)"
                     )
-            target = TARGETS.get(n) if name in ("add_op", "add", "sum") else None
+            target = TARGETS.get((name, n), TARGETS.get((name, None)))
             size = 1
             for s in shape:
                 size *= s
