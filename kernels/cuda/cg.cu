@@ -69,13 +69,13 @@
 
 #include "tessera/types.cuh"
 #include "tessera/warp.cuh"
+#include "tessera/persistent.cuh"
 
 namespace tessera {
 namespace cgk {
 
-// Operator kinds (A and M; OP_NONE: M absent), entry points, and the words of st: the
-// launcher's values (backends/_cupy/cg.py keeps the same numbers).
-constexpr int OP_NONE = 0, OP_DENSE = 1, OP_CSR = 2, OP_HOST = 3;
+// Entry points and the words of st: the launcher's values (backends/_cupy/cg.py keeps
+// the same numbers; the operator kinds OP_* are persistent.cuh's).
 constexpr int E_INIT = 0, E_START = 1, E_ZDOT = 2, E_QDOT = 3;
 constexpr int W_STATUS = 0, W_STOP_AT = 1, W_CAUSE = 2, W_OK = 3, W_RR = 4, W_RHO = 5,
               W_RHO_PREV = 6, W_PQ = 7, W_BNRM = 8, W_THR = 9, HIST = 10;
@@ -91,8 +91,6 @@ constexpr int S_BAD_B = 3;  // b given and ||b|| not finite: the host's general 
 // _fused.py, step for step: atol^2 rounded to R, then an ulp at a time).
 __device__ __forceinline__ float next_to(float t, float to) { return nextafterf(t, to); }
 __device__ __forceinline__ double next_to(double t, double to) { return nextafter(t, to); }
-__device__ __forceinline__ float root(float v) { return sqrtf(v); }  // (correctly rounded)
-__device__ __forceinline__ double root(double v) { return sqrt(v); }
 template <typename R> __device__ R stop_threshold(const double atol)
 {
     const R inf = R(1) / R(0);
@@ -102,61 +100,7 @@ template <typename R> __device__ R stop_threshold(const double atol)
     return t;
 }
 
-// A stored operator: dense (val, ld) or CSR (val, idx, ptr).
-template <typename T, typename I, typename P> struct Op {
-    int kind, lanes;
-    const T *__restrict__ val;
-    const I *__restrict__ idx;
-    const P *__restrict__ ptr;
-    long long ld;
-};
-
-// Row i of op times v: this lane's share (lanes `lanes`, this lane `sub` of them).
-template <typename T, typename I, typename P>
-__device__ __forceinline__ T row_part(const Op<T, I, P> &op, long long i, long long n,
-                                      int sub, const T *v)
-{
-    T acc = zero<T>();
-    const int L = op.lanes;
-    if (op.kind == OP_DENSE) {
-        const T *row = op.val + i * op.ld;
-        long long j = sub;
-        for (; j + 3 * L < n; j += 4 * L) {  // four loads in flight before summing them
-            const T a0 = row[j], a1 = row[j + L], a2 = row[j + 2 * L], a3 = row[j + 3 * L];
-            const T v0 = v[j], v1 = v[j + L], v2 = v[j + 2 * L], v3 = v[j + 3 * L];
-            acc = add(acc, mul(a0, v0));
-            acc = add(acc, mul(a1, v1));
-            acc = add(acc, mul(a2, v2));
-            acc = add(acc, mul(a3, v3));
-        }
-        for (; j < n; j += L) acc = add(acc, mul(row[j], v[j]));
-    } else {
-        const long long stop = op.ptr[i + 1];
-        for (long long e = (long long)op.ptr[i] + sub; e < stop; e += L)
-            acc = add(acc, mul(op.val[e], v[(long long)op.idx[e]]));
-    }
-    return acc;
-}
-
-// The grid-wide barrier: a 64-bit arrival counter bar that only grows (over every
-// launch of one solve, whose grid size is fixed: each launch starts it at a multiple of
-// the block count). A block's thread 0 arrives (atomicAdd) and waits for the count that
-// closes its round; the fences order every thread's writes before the arrival and the
-// reads after it (the block's __syncthreads on either side). The launch is cooperative,
-// so every block is resident and the wait ends.
-__device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long long blocks)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned long long ticket = atomicAdd(bar, 1ULL);
-        const unsigned long long goal = (ticket / blocks + 1) * blocks;
-        while (*reinterpret_cast<volatile unsigned long long *>(bar) < goal) {
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
+template <typename T, typename I, typename P> using Op = StoredOp<T, I, P>;
 
 template <typename T, int WARP, int BLOCK> struct Grid {
     unsigned long long *bar;  // the barrier's counter
