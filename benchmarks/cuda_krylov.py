@@ -1,4 +1,4 @@
-"""The cuda_krylov suite: tessera's cg on a CUDA device against cupyx's cg, same GPU.
+"""The cuda_krylov suite: tessera's cg and gmres on a CUDA device against cupyx's, same GPU.
 
 Needs a ``cuda:N`` device (run with ``--device cuda:N``) and CuPy on that GPU. Each row
 solves one system with ``tessera_array.sparse.linalg.cg`` and with
@@ -17,6 +17,15 @@ cg_latency     a 1-iteration solve (``maxiter=1``) of the dense system, front en
 cg_batched     ``cg(A, B)`` with B of 32 columns (Poisson 256^2; ``--quick``: 128^2):
                the k systems together (one product of the (n, k) block an iteration,
                each column stopping on its own test), against 32 cupyx solves in a loop
+gmres_fused    ``gmres(A, b, restart=30)``, the persistent cooperative kernel (one launch
+               and one read per run of restart cycles; backends/_cupy/gmres.py), 4
+               restart cycles (120 inner iterations; ``--quick``: 2), against cupyx's
+               gmres with the same restart and cycles
+gmres_generic  the generic loop (Arrays; each Hessenberg entry read on the host)
+bicgstab       ``bicgstab(A, b)``, the persistent cooperative kernel (one launch and one
+               read per run), 200 iterations (``--quick``: 50), against tessera's own
+               generic loop on the same GPU (cupyx has no bicgstab): five host reads an
+               iteration there
 =============  ======================================================================
 
 Systems: a dense SPD matrix of 2049 (``q q^T / n + 0.01 I``; the acceptance case: <= 15 us
@@ -48,6 +57,11 @@ _SOURCES = (
     "backends/_common/cg.py",
     "kernels/include/tessera/*.cuh",
     "kernels/cuda/cg.cu",
+    "kernels/cuda/gmres.cu",
+    "kernels/cuda/bicgstab.cu",
+    "backends/_cupy/gmres.py",
+    "backends/_cupy/bicgstab.py",
+    "backends/_cupy/_persistent.py",
     "kernels/cuda/blas1.cu",
     "kernels/cuda/matvec.cu",
     "kernels/cuda/spmv.cu",
@@ -144,6 +158,68 @@ def _batched_setup(ctx, size, k, iters):
     return setup
 
 
+def _gmres_setup(ctx, kind, size, dtype, fused, cycles, restart=30):
+    def setup():
+        cp, _, csla = _peer(ctx)
+        import tessera_array as xp
+        from tessera_array import launchers
+        from tessera_array.sparse.linalg import _gmres as gm
+
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        host = (_poisson(size) if kind.startswith("poisson") else _spd(size)).astype(dtype)
+        a_t, a_c, m_t, m_c, b_t, b_c = system_pair(kind, host, dtype, dev)
+
+        def solve():
+            return gm._gmres(a_t, b_t, rtol=0.0, atol=0.0, restart=restart, maxiter=cycles,
+                             M=m_t, native=fused)[0]
+
+        def cupy_solve():
+            return csla.gmres(a_c, b_c, rtol=0.0, atol=0.0, restart=restart, maxiter=cycles,
+                              M=m_c)[0]
+
+        def host_of(v):
+            return launchers.to_host(launchers.native(v), dev) if isinstance(v, xp.Array) \
+                else cp.asnumpy(v)
+
+        return {"solve": solve, "cupy_solve": cupy_solve, "host_of": host_of}
+
+    return setup
+
+
+def _bicgstab_setup(ctx, kind, size, dtype, iters):
+    def setup():
+        _peer(ctx)
+        import tessera_array as xp
+        from tessera_array import launchers
+        from tessera_array.sparse.linalg import _isolve
+
+        dev = ctx.device
+        needs_dtype(dev, dtype)
+        host = (_poisson(size) if kind.startswith("poisson") else _spd(size)).astype(dtype)
+        a_t, _, m_t, _, b_t, _ = system_pair(kind, host, dtype, dev)
+        fused = _isolve._bicgstab_fused
+
+        def solve():
+            return xp.sparse.linalg.bicgstab(a_t, b_t, rtol=0.0, atol=0.0, maxiter=iters,
+                                             M=m_t)[0]
+
+        def cupy_solve():  # (the peer: tessera's generic loop; cupyx has no bicgstab)
+            _isolve._bicgstab_fused = lambda *a: None
+            try:
+                return xp.sparse.linalg.bicgstab(a_t, b_t, rtol=0.0, atol=0.0,
+                                                 maxiter=iters, M=m_t)[0]
+            finally:
+                _isolve._bicgstab_fused = fused
+
+        def host_of(v):
+            return launchers.to_host(launchers.native(v), dev)
+
+        return {"solve": solve, "cupy_solve": cupy_solve, "host_of": host_of}
+
+    return setup
+
+
 def _device_check(t, p, ns):
     _check(ns["host_of"](t), ns["host_of"](p), ns)
 
@@ -194,4 +270,33 @@ def benchmarks(ctx) -> list:
                                   "dtype": "float32", "iterations_per_call": 50},
         peer_name="cupyx (a loop of solves)", check=_device_check, timers=_timers,
         target=1 / 8))
+    cycles, restart = (2 if ctx.quick else 4), 30
+    for fused in (True, False):
+        for kind, size in cases:
+            for dtype in ("float32", "float64"):
+                if not fused and kind.startswith("poisson") and dtype == "float64":
+                    continue  # (the generic loop's host reads: one row of it is enough)
+                label = f"{kind} {size}{'^2' if kind.startswith('poisson') else ''}"
+                name = "gmres_fused" if fused else "gmres_generic"
+                # target (issue figure): dense 2049 restart 30 >= 10x cupyx an iteration
+                target = 1 / 10 if (fused and (kind, size) == ("dense spd", 2049)) else None
+                out.append(Benchmark(
+                    suite=SUITE, name=name, variant=f"{label} {dtype}", tessera="solve()",
+                    peer="cupy_solve()",
+                    setup=_gmres_setup(ctx, kind, size, dtype, fused, cycles, restart),
+                    sources=_SOURCES,
+                    params={"label": f"{name} {label} {dtype}", "system": kind,
+                            "size": size, "dtype": dtype, "restart": restart,
+                            "iterations_per_call": cycles * restart},
+                    peer_name="cupyx", check=_device_check, timers=_timers, target=target))
+    for kind, size in cases:
+        for dtype in ("float32", "float64"):
+            label = f"{kind} {size}{'^2' if kind.startswith('poisson') else ''}"
+            out.append(Benchmark(
+                suite=SUITE, name="bicgstab", variant=f"{label} {dtype}", tessera="solve()",
+                peer="cupy_solve()", setup=_bicgstab_setup(ctx, kind, size, dtype, iters),
+                sources=_SOURCES,
+                params={"label": f"bicgstab {label} {dtype}", "system": kind, "size": size,
+                        "dtype": dtype, "iterations_per_call": iters},
+                peer_name="tessera generic loop", check=_device_check, timers=_timers))
     return out

@@ -307,6 +307,18 @@ KERNELS = MappingProxyType({
                            "one CG solve run on the device: a solve whose run(k) advances "
                            "up to k iterations and reports, or None to decline (the "
                            "contract: tessera_array/sparse/linalg/_fused.py)"),
+    "gmres_fused": KernelSpec("(x, b, A, M, /, *, restart, maxiter, inner_limit, atol, ptol, "
+                              "eps, nonzero)", "object", ("x",),
+                              "one GMRES solve run on the device: a solve whose run(cycles) "
+                              "advances up to that many restart cycles and reports, or None "
+                              "to decline (the contract: "
+                              "tessera_array/sparse/linalg/_fused_gmres.py)"),
+    "bicgstab_fused": KernelSpec("(x, r, A, M, /, *, atol, rhotol, omegatol, maxiter)",
+                                 "object", ("x", "r"),
+                                 "one BiCGSTAB solve run on the device: a solve whose run(k) "
+                                 "advances up to k iterations and reports, or None to "
+                                 "decline (the contract: "
+                                 "tessera_array/sparse/linalg/_fused_bicgstab.py)"),
     "krylov_vectors": KernelSpec("(b, A, M, blas, /)", "object", (),
                                  "the vector operations of gmres's loop on native buffers "
                                  "(products, dots, norms, axpy, the basis), or None to "

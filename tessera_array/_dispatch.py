@@ -20,8 +20,8 @@ __all__ = ["FAMILIES", "OPS", "KernelKey", "KernelRegistry", "lookup", "registry
 
 # The four kernel families and the ops in each. This is the only list of op names.
 FAMILIES = {
-    "matvec": ("matvec", "spmv", "axpy", "aypx", "cg_fused", "krylov_vectors", "vecdot",
-               "vecmat", "linear"),
+    "matvec": ("matvec", "spmv", "axpy", "aypx", "cg_fused", "gmres_fused", "bicgstab_fused",
+               "krylov_vectors", "vecdot", "vecmat", "linear"),
     "fft": ("fft_c2c", "fft_r2c", "fft_c2r"),
     "attention": ("attention_fwd", "attention_bwd", "dropout_mask"),
     "optimizer": ("sgd_step", "adam_step", "adamw_step", "adafactor_step"),

@@ -39,6 +39,8 @@ import tessera_array.kernels
 from tessera_array.backends._cupy import _backend, _kernels
 from tessera_array.backends._cupy import attention as cu_attention
 from tessera_array.backends._cupy import cg as cu_cg
+from tessera_array.backends._cupy import bicgstab as cu_bicgstab
+from tessera_array.backends._cupy import gmres as cu_gmres
 from tessera_array.backends._cupy import matvec as cu_matvec
 from tessera_array.backends._cupy import optim as cu_optim
 from tessera_array.backends._cupy import philox as cu_philox
@@ -54,7 +56,7 @@ from tessera_array._dispatch import KernelRegistry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
-FAMILIES = (cu_matvec, cu_sparse, cu_optim, cu_philox, cu_attention, cu_cg)
+FAMILIES = (cu_matvec, cu_sparse, cu_optim, cu_philox, cu_attention, cu_cg, cu_gmres, cu_bicgstab)
 
 
 # ---- selection from faked distribution metadata ----------------------------------------
@@ -430,6 +432,7 @@ _WARP_ARG = {  # kernel -> position of its WARP template argument
     "tessera_spmv_warp": 3, "tessera_adafactor_stats": 1, "tessera_adafactor_rmean": 1,
     "tessera_adafactor_usq": 1, "tessera_adafactor_apply": 1, "tessera_attention_fwd": 2,
     "tessera_attention_bwd_dq": 2, "tessera_attention_bwd_dkdv": 2, "tessera_cg_run": 3,
+    "tessera_gmres_run": 3, "tessera_bicgstab_run": 3,
 }
 
 

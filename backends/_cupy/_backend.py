@@ -246,12 +246,14 @@ class CupyBackend:
 
     def register(self, registry) -> None:
         # Imported unguarded: a broken family module fails the load loudly.
-        from . import attention, cg, fft, matvec, optim, philox, sparse
+        from . import attention, bicgstab, cg, fft, gmres, matvec, optim, philox, sparse
 
         for family in (matvec, sparse, fft, optim, philox, attention):
             family.register(registry, self.name)
-        if self.cooperative_launch:  # (the persistent CG needs every block resident)
+        if self.cooperative_launch:  # (the persistent solvers need every block resident)
             cg.register(registry, self.name)
+            gmres.register(registry, self.name)
+            bicgstab.register(registry, self.name)
         if self.blas_lt:
             matvec.register_cublaslt(registry, self.name)
         from ._fallback import register_blas_products

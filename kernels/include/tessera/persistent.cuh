@@ -12,6 +12,8 @@
 //     arrival counter that only grows (each launch of one solve starts it at a multiple
 //     of the block count, which is fixed per solve).
 //   root(v): the correctly rounded square root in v's precision.
+//   RowGrid<T, WARP, BLOCK>: a grid whose blocks own contiguous runs of rows (gmres.cu,
+//     bicgstab.cu): partial sums, their reduction in every block, norms, products.
 // Layout and launch: as each kernel file says; every block of the grid is resident (a
 //   cooperative launch sized from the occupancy), so a block waiting at grid_sync is
 //   never waiting on one that has not started.
@@ -24,6 +26,7 @@
 #define TESSERA_PERSISTENT_CUH
 
 #include "tessera/types.cuh"
+#include "tessera/warp.cuh"
 
 namespace tessera {
 
@@ -87,6 +90,103 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
     }
     __syncthreads();
 }
+
+// A grid whose block k owns the rows [row0, row1) = [k c, (k + 1) c), c = ceil(n / blocks):
+// their products, their elementwise updates and their shares of every dot product, so
+// only what another block reads needs a grid barrier. Dot products: warp q of a block
+// takes the sums q, q + WARPS, ... over the block's rows (a warp_sum); after the barrier
+// every block adds all blocks' partial sums of each in one order (a warp each), so every
+// thread holds the same values and takes the same decisions.
+template <typename T, int WARP, int BLOCK> struct RowGrid {
+    static constexpr int WARPS = BLOCK / WARP;
+    unsigned long long *bar;
+    T *part;   // 2 * slots * blocks partial sums: two regions, used in turn
+    T *sums;   // __shared__ T[slots]: the last reduction's sums
+    long long n, row0, row1;  // this block's rows
+    int blocks, slots, region;
+
+    __device__ __forceinline__ void sync() { grid_sync(bar, (unsigned long long)blocks); }
+
+    // part[region][k][this block] = the sum over this block's rows i of term(k, i), for
+    // k < count <= slots (warp q takes k = q, q + WARPS, ...: its lanes over the rows).
+    template <typename F> __device__ __forceinline__ void partials(int count, F term)
+    {
+        const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+        T *mine = part + (long long)region * slots * blocks;
+        for (int k = warp; k < count; k += WARPS) {
+            T acc = zero<T>();
+#pragma unroll 4
+            for (long long i = row0 + lane; i < row1; i += WARP) acc = add(acc, term(k, i));
+            acc = warp_sum<WARP>(acc);
+            if (lane == 0) mine[(long long)k * blocks + blockIdx.x] = acc;
+        }
+    }
+
+    // After a grid barrier, sums[k] = the sum of every block's part[region][k] (the same
+    // order in every block), for k < count; the next reduction takes the other region.
+    __device__ __forceinline__ void reduce(int count)
+    {
+        sync();
+        const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+        const T *all = part + (long long)region * slots * blocks;
+        for (int k = warp; k < count; k += WARPS) {
+            T acc = zero<T>();
+            for (int j = lane; j < blocks; j += WARP) acc = add(acc, all[(long long)k * blocks + j]);
+            acc = warp_sum<WARP>(acc);
+            if (lane == 0) sums[k] = acc;
+        }
+        region ^= 1;
+        __syncthreads();
+    }
+
+    // ||v|| over the grid: the root in T's real type of v^H v, as a double (a barrier).
+    __device__ __forceinline__ double norm(const T *v)
+    {
+        partials(1, [&](int, long long i) { return from_real<T>(abs2(v[i])); });
+        reduce(1);
+        return (double)root(real_part(sums[0]));
+    }
+
+    // out = op v on this block's rows (then a __syncthreads: the block may read them).
+    template <typename I, typename P>
+    __device__ __forceinline__ void product(const StoredOp<T, I, P> &op, const T *v, T *out)
+    {
+        const int L = op.lanes, lane = threadIdx.x % WARP, sub = lane % L;
+        if (op.kind == OP_CSR && L == 1) {  // a row per thread, four rows in flight
+            for (long long i0 = row0 + threadIdx.x; i0 < row1; i0 += 4 * BLOCK) {
+                long long e[4], stop[4], len = 0;
+                T s[4];
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const long long i = i0 + u * BLOCK;
+                    e[u] = i < row1 ? (long long)op.ptr[i] : 0;
+                    stop[u] = i < row1 ? (long long)op.ptr[i + 1] : 0;
+                    len = max(len, stop[u] - e[u]);
+                    s[u] = zero<T>();
+                }
+                for (long long k = 0; k < len; ++k) {  // each row in storage order
+#pragma unroll
+                    for (int u = 0; u < 4; ++u)
+                        if (e[u] + k < stop[u])
+                            s[u] = add(s[u], mul(op.val[e[u] + k], v[(long long)op.idx[e[u] + k]]));
+                }
+#pragma unroll
+                for (int u = 0; u < 4; ++u)
+                    if (i0 + u * BLOCK < row1) out[i0 + u * BLOCK] = s[u];
+            }
+        } else {
+            // r0 is the same in every lane of a warp: whole warps meet each shuffle.
+            const long long rpw = WARP / L;
+            for (long long r0 = row0 + (threadIdx.x / WARP) * rpw; r0 < row1; r0 += WARPS * rpw) {
+                const long long i = r0 + lane / L;
+                T s = i < row1 ? row_part(op, i, n, sub, v) : zero<T>();
+                s = segment_sum<WARP>(s, L);
+                if (sub == 0 && i < row1) out[i] = s;
+            }
+        }
+        __syncthreads();
+    }
+};
 
 }  // namespace tessera
 

@@ -108,12 +108,18 @@ def _gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=
     if restart < 1 or int(maxiter) != maxiter or maxiter < 0:
         raise ValueError(f"gmres: restart must be >= 1 and maxiter >= 0. Received: "
                          f"restart={restart}, maxiter={maxiter!r}")
+    eps = xp.finfo(b.dtype).eps
+    if native:
+        done = _gmres_fused(xp, vec, A, M, b, bv, x, nonzero, restart, int(maxiter), atol,
+                            bnrm2, eps, callback, callback_type, products)
+        if done is not None:
+            return _core._finish(report, *done)
     # w = M A v is orthogonalized in place (as SciPy does) when it is known to be a
     # fresh array (the library's own operators); a user's matvec or M may return one
     # it keeps (even its input, a row of V), so then the first update is out of place.
     owned = (isinstance(A, _OWN_OPERATORS) and (M is None or isinstance(M, _OWN_OPERATORS)))
     x, info, its, hist = _gmres_loop(vec, bv, xv, nonzero, owned, restart, int(maxiter),
-                                     atol, bnrm2, xp.finfo(b.dtype).eps,
+                                     atol, bnrm2, eps,
                                      xp.isdtype(b.dtype, "complex floating"), callback,
                                      callback_type, wrap)
     return _core._finish(report, wrap(x), info, its, hist)
@@ -175,6 +181,53 @@ class _ArrayVectors:
     def vecmat(self, coef, V, k):
         c = self.xp.asarray(coef, dtype=self.dtype, device=self.device)
         return self._vecmat(c, V.first(k))
+
+
+def _gmres_fused(xp, vec, A, M, b, bv, x, nonzero, restart, maxiter, atol, bnrm2, eps,
+                 callback, callback_type, products):
+    """gmres's restarts on the device's fused solve (op ``gmres_fused``, the contract
+    :mod:`._fused_gmres`): ``(x, info, inner iterations, residual norms)``, or None where
+    the device registers none or declines (the generic loop then runs). The set-up reads
+    (||b||, ||M b||) are the generic loop's; then one read per run of cycles (``# sync``).
+    A callback is called after each run, in order: ``'x'`` runs one cycle per launch and
+    is given a copy of x; ``'legacy'`` and ``'pr_norm'`` get each inner estimate."""
+    if xp is not _core._xp_tessera() or products != "device" or maxiter < 1:
+        return None
+    from ... import _dispatch
+    from ..._errors import KernelNotFoundError
+
+    try:
+        launcher = _dispatch.lookup("gmres_fused", b.device, b.dtype)
+    except KernelNotFoundError:
+        return None
+    Aop = _core._operand(xp, A, _core._fast_matvec(A), b, "A", "gmres")
+    Mop = None if M is None else _core._operand(xp, M, M.matvec, b, "M", "gmres")
+    if Aop.kind is None or (Mop is not None and Mop.kind is None):
+        return None  # (a callable operator: the generic loop)
+    Mb = vec.psolve(bv)
+    Mb_nrm2 = bnrm2 if Mb is bv else vec.norm(Mb)  # sync
+    solve = launcher(x._data, b._data, Aop, Mop, restart=restart, maxiter=maxiter,
+                     inner_limit=maxiter if callback_type == "legacy" else -1, atol=atol,
+                     ptol=Mb_nrm2 * min(1.0, atol / bnrm2), eps=float(eps), nonzero=nonzero)
+    if solve is None:
+        return None
+    from ._fused_gmres import GMRESStatus
+
+    estimates = callback_type in ("legacy", "pr_norm")
+    cycles = 1 if callback_type == "x" else solve.cycles_max
+    hist = []
+    while True:
+        out = solve.run(cycles, presids=estimates)  # sync: one read per run
+        hist.extend(out.residual_norms)
+        if estimates:
+            for presid in out.presids:
+                callback(presid / bnrm2)
+        elif callback_type == "x" and out.x_points:
+            callback(xp.asarray(x, copy=True))  # (x itself is updated in place)
+        if out.status is not GMRESStatus.RUNNING:
+            break
+    info = {GMRESStatus.CONVERGED: 0, GMRESStatus.NONFINITE: -20}.get(out.status, maxiter)
+    return x, info, out.iterations, hist
 
 
 def _native_vectors(xp, A, M, b, products):

@@ -985,6 +985,9 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         return _finish(report, xp.zeros_like(b), 0, 0, [0.0])
     rhotol = float(xp.finfo(b.dtype).eps) ** 2
     omegatol = rhotol
+    done = _bicgstab_fused(xp, A, M, x, r, atol, rhotol, maxiter, callback, products)
+    if done is not None:
+        return _finish(report, *done)
     rtilde = r
     rho_prev = omega = alpha = p = v = None
     settle = _settler(xp)
@@ -1029,6 +1032,43 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         if callback is not None:
             callback(x)
     return _finish(report, x, maxiter, maxiter, hist)
+
+
+def _bicgstab_fused(xp, A, M, x, r, atol, tol, maxiter, callback, products):
+    """bicgstab's iterations on the device's fused solve (op ``bicgstab_fused``, the
+    contract :mod:`._fused_bicgstab`): ``(x, info, iterations, norms)``, or None where the
+    device registers none or declines (the generic loop then runs). One read per run
+    (``# sync``); with a callback a run is one iteration, and the callback is given a
+    copy of x (x itself is updated in place)."""
+    if (xp is not _xp_tessera() or products != "device" or maxiter < 1 or r.ndim != 1
+            or r.shape[0] == 0):
+        return None
+    try:
+        launcher = _dispatch.lookup("bicgstab_fused", r.device, r.dtype)
+    except _KernelNotFoundError:
+        return None
+    Aop = _operand(xp, A, _fast_matvec(A), r, "A", "bicgstab")
+    Mop = None if M is None else _operand(xp, M, M.matvec, r, "M", "bicgstab")
+    if Aop.kind is None or (Mop is not None and Mop.kind is None):
+        return None  # (a callable operator: the generic loop)
+    r = xp.asarray(r, copy=True)  # (the solve's own: r may be b itself)
+    solve = launcher(x._data, r._data, Aop, Mop, atol=atol, rhotol=tol, omegatol=tol,
+                     maxiter=maxiter)
+    if solve is None:
+        return None
+    from ._fused_bicgstab import BiCGSTABStatus
+
+    hist = []
+    while True:
+        out = solve.run(1 if callback is not None else solve.k_max)  # sync: one read
+        hist.extend(out.residual_norms)
+        if out.status is BiCGSTABStatus.RUNNING or out.status is BiCGSTABStatus.MAXITER:
+            if callback is not None:
+                callback(xp.asarray(x, copy=True))
+        if out.status is not BiCGSTABStatus.RUNNING:
+            break
+    info = maxiter if out.status is BiCGSTABStatus.MAXITER else int(out.status)
+    return x, info, out.iterations, hist
 
 
 def cgs(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,

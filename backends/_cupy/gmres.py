@@ -1,0 +1,192 @@
+"""The fused GMRES solve of the CuPy backend: one persistent cooperative kernel
+(``kernels/cuda/gmres.cu``) per run of restart cycles.
+
+``gmres_fused(x, b, A, M, *, restart, maxiter, inner_limit, atol, ptol, eps, nonzero)``,
+the registered op ``gmres_fused`` of the ``matvec`` family, implements the contract of
+:mod:`tessera_array.sparse.linalg._fused_gmres` for stored matrices (dense or CSR, ``A``
+and ``M``) over 1-D contiguous ``cupy.ndarray`` of one floating dtype (real or complex);
+it declines (None) a callable operator and a restart longer than :data:`RESTART_MAX`.
+:meth:`FusedGMRES.run` is one cooperative launch running up to ``cycles`` restart cycles
+(at most :attr:`FusedGMRES.cycles_max`) with the Arnoldi process (CGS2), the Givens
+rotations, the triangular solve, the update of x and every stopping test on the device,
+four grid barriers an inner iteration (five with ``M``); then one read of the state
+words and histories through pinned memory (``# sync``).
+
+Geometry (:func:`geometry`): each block owns a contiguous run of rows (their products,
+updates and partial dot products), as many blocks as the rows fill and at most
+:data:`BLOCKS_PER_SM` per multiprocessor (fewer blocks: each reduction reads fewer
+partial sums), never more than stay resident. The grid depends on n and the device only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from tessera_array import _dtypes
+
+from . import _kernels
+from ._persistent import BLOCK, Launch, lanes_of, stored_pair
+from ._persistent import geometry as _geometry
+from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
+from .matvec import CTYPE
+
+__all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "gmres_fused",
+           "instances", "register"]
+
+FILE = "gmres.cu"
+BLOCKS_PER_SM = 1  # blocks per multiprocessor at most
+RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
+PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
+CYCLES_MAX = 64  # the most cycles of one run
+# Entry points, state words and status values: gmres.cu's.
+E_INIT, E_CYCLE = 0, 1
+(W_STATUS, W_ITER, W_INNER, W_RNORM, W_PTOL, W_PMAX, W_PRESID, W_XPOINTS, W_NHIST, W_NPR,
+ WORDS) = range(11)
+_FLOATING = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
+
+
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+def _name(dtype, itype, ptype, warp: int) -> str:
+    return (f"tessera_gmres_run<{CTYPE[np.dtype(dtype)]}, {_INDEX[np.dtype(itype)]}, "
+            f"{_INDEX[np.dtype(ptype)]}, {warp}, {BLOCK}>")
+
+
+def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
+             per_sm: int = BLOCKS_PER_SM) -> int:
+    """Blocks of one solve (:func:`._persistent.geometry`, at most :data:`BLOCKS_PER_SM`
+    a multiprocessor unless ``per_sm`` says otherwise)."""
+    return _geometry(n, lanes, warp, sms, resident, per_sm)
+
+
+def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
+    cupy = _cupy()
+    for name, a in (("x", x), ("b", b)):
+        if not isinstance(a, cupy.ndarray):
+            raise TypeError(f"gmres_fused: {name} must be a cupy.ndarray. Received: "
+                            f"{name} of type {type(a).__name__}")
+        if a.ndim != 1 or not a.flags.c_contiguous:
+            raise ValueError(f"gmres_fused: {name} must be 1-D and contiguous. Received: "
+                             f"{name} of shape {a.shape}, strides {a.strides}")
+    if x.shape != b.shape or x.dtype != b.dtype or b.dtype not in _FLOATING:
+        raise TypeError(f"gmres_fused: x and b must share one shape and one floating dtype. "
+                        f"Received: x {x.dtype}{x.shape}, b {b.dtype}{b.shape}")
+    if x.device.id != b.device.id:
+        raise ValueError(f"gmres_fused: x and b must be on one device. Received: "
+                         f"{x.device}, {b.device}")
+    for name, v in (("restart", restart), ("maxiter", maxiter)):
+        if isinstance(v, bool) or int(v) != v or v < 1:
+            raise ValueError(f"gmres_fused: {name} must be an int >= 1. Received: "
+                             f"{name}={v!r}")
+    if isinstance(inner_limit, bool) or int(inner_limit) != inner_limit or inner_limit < -1:
+        raise ValueError(f"gmres_fused: inner_limit must be an int >= 1, or -1 for none. "
+                         f"Received: inner_limit={inner_limit!r}")
+    for name, v in (("atol", atol), ("ptol", ptol), ("eps", eps)):
+        if not float(v) >= 0:
+            raise ValueError(f"gmres_fused: {name} must be >= 0. Received: {name}={v!r}")
+
+
+class FusedGMRES:
+    """The device state of one GMRES solve: see the module docstring."""
+
+    def __init__(self, x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero):
+        self.device = dev = b.device
+        self.dtype = dt = b.dtype
+        self.n = n = b.shape[0]
+        self.restart = restart = int(restart)
+        self.cycles_max = max(1, min(CYCLES_MAX, PRESID_MAX // restart))
+        self.x, self.b = x, b
+        self._finished = False
+        self._entry = E_INIT
+        with dev:
+            warp = _kernels.warp_size(dev)
+            a, m, index = stored_pair(A, M, n, dt, warp)
+            self.declined = a is None
+            if self.declined:
+                return
+            name = _name(dt, index[0], index[1], warp)
+            kernel = _kernels.function(FILE, name, dev)
+            blocks = geometry(n, lanes_of(a, m), warp, _kernels.multiprocessors(dev),
+                              _resident_blocks(kernel, name, dev))
+            nz = n if m.kind != OP_NONE else 0
+            parts = 2 * (RESTART_MAX + 2) * blocks
+            # One T workspace: r, z (M's products), the basis V, y, the partial sums.
+            work = _kernels.empty((n + nz + (restart + 1) * n + restart + parts,), dt)
+            o = n + nz + (restart + 1) * n
+            r, z, V, y = work[:n], (work[n:2 * n] if nz else None), work[n + nz:o], \
+                work[o:o + restart]
+            c = 2 if dt.kind == "c" else 1
+            small = _kernels.empty((c * (restart * (restart + 1) + 2 * restart + 1)
+                                    + restart + 2,), np.float64)
+            words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
+            st = _kernels.empty((words,), np.float64)
+            self.bar = _cupy().zeros((1,), dtype=np.uint64)
+            c_ = ctypes
+            args = [c_.c_longlong(n), c_.c_int(E_INIT), c_.c_int(restart),
+                    c_.c_longlong(int(maxiter)), c_.c_longlong(int(inner_limit)), c_.c_int(1),
+                    c_.c_int(int(bool(nonzero))), c_.c_double(float(atol)),
+                    c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
+                    *m.ctypes_args(),
+                    *[_ptr(v) for v in (b, x, r, V, z, y, work[o + restart:], small, st,
+                                        self.bar)]]
+            self._launch = Launch(kernel, blocks, args, st, words)
+            self.blocks = blocks
+            self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)
+
+    def run(self, cycles: int, presids: bool = False):
+        """Up to ``cycles`` restart cycles in one launch, then one read: a
+        :class:`~tessera_array.sparse.linalg._fused_gmres.GMRESReport`."""
+        from tessera_array.sparse.linalg._fused_gmres import GMRESReport, GMRESStatus
+
+        if isinstance(cycles, bool) or int(cycles) != cycles or not 1 <= cycles <= \
+                self.cycles_max:
+            raise ValueError(f"gmres_fused: run takes 1 <= cycles <= {self.cycles_max}. "
+                             f"Received: cycles={cycles!r}")
+        if self._finished:
+            raise ValueError("gmres_fused: the solve has finished (its last report was not "
+                             "RUNNING); run is not called again")
+        cycles = int(cycles)
+        launch = self._launch
+        with self.device:
+            launch.args[1].value, launch.args[5].value = self._entry, cycles
+            launch()
+            self._entry = E_CYCLE
+            hist0 = WORDS + cycles + 1  # (gmres.cu: the estimates follow this run's norms)
+            # sync: the state words, this run's ||r|| history and (asked) its estimates.
+            st = launch.read(hist0 + (cycles * self.restart if presids else 0))
+        status = GMRESStatus(int(st[W_STATUS]))
+        nhist, npr = int(st[W_NHIST]), int(st[W_NPR])
+        inner = int(st[W_INNER])
+        self._finished = status is not GMRESStatus.RUNNING
+        return GMRESReport(status, inner, int(st[W_ITER]),
+                           tuple(float(v) for v in st[WORDS:WORDS + nhist]),
+                           tuple(float(v) for v in st[hist0:hist0 + npr]) if presids else (),
+                           int(st[W_XPOINTS]))
+
+
+def gmres_fused(x, b, A, M, *, restart, maxiter, inner_limit, atol, ptol, eps, nonzero):
+    """The fused gmres solve over ``x`` and ``b`` (:class:`FusedGMRES`), or None: an
+    empty system, a restart past :data:`RESTART_MAX`, or an operator that is not a
+    stored matrix of b's dtype (the generic loop serves those)."""
+    _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps)
+    if b.shape[0] == 0 or int(restart) > RESTART_MAX:
+        return None
+    solve = FusedGMRES(x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero)
+    return None if solve.declined else solve
+
+
+def instances(warp: int) -> list:
+    """``(file, name)`` of every kernel template instance these launchers may ask for at
+    warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
+    return [(FILE, _name(dt, it, pt, warp)) for dt in sorted(_FLOATING, key=str)
+            for it in _INDEX for pt in _INDEX]
+
+
+def register(registry, backend_name: str) -> None:
+    registry.register("gmres_fused", backend_name, _dtypes.FLOATING, gmres_fused)

@@ -1,0 +1,408 @@
+// gmres.cu: restarted GMRES as one persistent cooperative kernel, the Arnoldi process,
+//           the Givens rotations, the small triangular solve and every stopping test on
+//           the device (tessera_array.sparse.linalg.gmres on a CUDA device; the launcher
+//           is backends/_cupy/gmres.py, the contract tessera_array/sparse/linalg/_fused.py).
+//
+// Computes   SciPy's gmres (left preconditioning, its inner tolerance control) on x with
+//            a stored A and optional stored M (dense or CSR), real or complex T: the
+//            iteration of tessera_array/sparse/linalg/_gmres.py (_gmres_loop), cycle
+//            for cycle. Entry E_INIT (the solve's first launch): r = b - A x (b when x
+//            is zero), ||r||, the first test (< atol: converged; not finite: -20). Then
+//            each restart cycle: v0 = M r, V[0] = v0 / ||v0||; for each column j:
+//            w = M A V[j]; h0 = ||w|| (not finite: -20); w orthogonalized against
+//            V[0..j] by classical Gram-Schmidt twice (CGS2: h = V^H w, w -= V h, twice,
+//            the two projections summed); h1 = ||w||, a breakdown when h1 <= eps h0
+//            (else V[j+1] = w / h1); the column rotated by the earlier Givens rotations,
+//            a new rotation (LAPACK's lartg, as _gmres._lartg), presid = |g[j+1]|; the
+//            column ends the cycle when presid <= ptol, at a breakdown, at the restart
+//            length or at the inner-iteration limit (callback_type 'legacy'). Then the
+//            triangular solve H y = g (back substitution, a zero diagonal skipped as the
+//            host's), x += V y, r = b - A x, ||r|| and the outer tests, SciPy's update of
+//            ptol. A launch runs at most `cycles` cycles; the state words carry the solve
+//            to the next launch.
+// Why CGS2   Modified Gram-Schmidt (the host loop's) needs j + 1 dependent dot products a
+//            column: j + 1 grid-wide reductions, each a grid barrier. Classical Gram-
+//            Schmidt computes the j + 1 dot products together (one barrier), and doing
+//            it twice restores the orthogonality MGS keeps (Giraud, Langou, Rozloznik
+//            2005: CGS2 loses orthogonality to O(eps), as a second MGS pass does). Four
+//            barriers a column (five with M): the two projections, ||w||, and V[j+1]
+//            whole before the next product. Iterates agree with the host loop's to
+//            rounding, not bit for bit.
+// Layout     b, x, r, z (M's products): contiguous vectors of n elements. V: the basis,
+//            restart + 1 rows of n contiguous elements (row j at V + j * n). A dense
+//            operand: row i at val + i * ld, its n columns contiguous; a CSR one: data
+//            val, column indices idx (I), row starts ptr (P). y: restart values of T (the
+//            triangular solve's solution, rounded to T). part (T): 2 * (RMAX + 2) *
+//            gridDim.x partial sums (two regions, used in turn). small (double): the
+//            Hessenberg columns (restart x (restart + 1)), g (restart + 1), the rotations'
+//            s (restart) in S (double, or two doubles for complex T), then their c
+//            (restart), then two control words. st (double): the state words W_*, then
+//            this launch's ||r|| history (cycles + 1), then its presid history (cycles *
+//            restart). bar: the grid barrier's counter, zero when the solve starts.
+// Launch     cooperative, every block resident (the launcher sizes the grid from the
+//            occupancy), 1-D blocks of BLOCK threads. Block k owns the rows [k c, (k + 1)
+//            c), c = ceil(n / gridDim.x): it computes their products (a row per warp,
+//            `lanes` lanes a row, or for CSR a row per thread with four rows in flight)
+//            and every vector update and partial dot product of them, so only what
+//            another block reads needs a grid barrier. Dot products: warp q of a block
+//            takes the sums q, q + BLOCK / WARP, ... over the block's rows (a warp_sum);
+//            after the barrier every block adds all blocks' partial sums of each in the
+//            same order (a warp each), so every thread holds the same values and takes
+//            the same decisions. The small problem (rotations, back substitution) is
+//            block 0's thread 0's, in double; the others read its result after the next
+//            barrier. The grid depends on n and the device only: the bits repeat, and do
+//            not depend on how many cycles a launch runs.
+// Accumulates in T (float32 systems sum in float, as BLAS and SciPy do); norms are the
+//            root in T's real type, then taken to double (the host loop's float()); the
+//            small problem in double (complex: two doubles), as the host loop's Python
+//            floats; y rounded to T before x += V y.
+// Numerics   Every product and sum rounded on its own (types.cuh: no fused multiply-add);
+//            w -= h v as the two-step axpy; complex quotients by Smith's algorithm.
+// Reference  Y. Saad and M. H. Schultz, "GMRES: A Generalized Minimal Residual Algorithm
+//            for Solving Nonsymmetric Linear Systems", SIAM J. Sci. Stat. Comput. 7(3),
+//            1986; L. Giraud, J. Langou and M. Rozloznik, "The loss of orthogonality in
+//            the Gram-Schmidt orthogonalization process", Comput. Math. Appl. 50, 2005;
+//            SciPy's scipy/sparse/linalg/_isolve/iterative.py (the inner tolerance rule).
+
+#include "tessera/types.cuh"
+#include "tessera/warp.cuh"
+#include "tessera/persistent.cuh"
+
+namespace tessera {
+namespace gmk {
+
+// Entry points, state words and status values: the launcher's (backends/_cupy/gmres.py).
+constexpr int E_INIT = 0, E_CYCLE = 1;
+constexpr int W_STATUS = 0, W_ITER = 1, W_INNER = 2, W_RNORM = 3, W_PTOL = 4, W_PMAX = 5,
+              W_PRESID = 6, W_XPOINTS = 7, W_NHIST = 8, W_NPR = 9, WORDS = 10;
+constexpr int S_RUNNING = 1, S_MAXITER = 2, S_CONVERGED = 0, S_NONFINITE = -20;
+constexpr int RMAX = 128;  // the longest restart (the shared sums of one column)
+
+// The small problem's scalar: double for real T, two doubles for complex T.
+template <typename T> struct small_of { typedef double type; };
+template <> struct small_of<cfloat> { typedef cdouble type; };
+template <> struct small_of<cdouble> { typedef cdouble type; };
+
+__device__ __forceinline__ double to_small(float v) { return (double)v; }
+__device__ __forceinline__ double to_small(double v) { return v; }
+__device__ __forceinline__ cdouble to_small(cfloat v) { return cdouble{(double)v.re, (double)v.im}; }
+__device__ __forceinline__ cdouble to_small(cdouble v) { return v; }
+template <typename T> __device__ __forceinline__ T from_small(double v) { return T(v); }
+template <> __device__ __forceinline__ cfloat from_small<cfloat>(double v)
+{
+    return cfloat{(float)v, 0.0f};
+}
+template <> __device__ __forceinline__ cdouble from_small<cdouble>(double v)
+{
+    return cdouble{v, 0.0};
+}
+template <typename T> __device__ __forceinline__ T from_small(cdouble v);
+template <> __device__ __forceinline__ cfloat from_small<cfloat>(cdouble v)
+{
+    return cfloat{(float)v.re, (float)v.im};
+}
+template <> __device__ __forceinline__ cdouble from_small<cdouble>(cdouble v) { return v; }
+
+template <typename S> __device__ __forceinline__ S small_real(double v) { return v; }
+template <> __device__ __forceinline__ cdouble small_real<cdouble>(double v)
+{
+    return cdouble{v, 0.0};
+}
+__device__ __forceinline__ double conjugate(double v) { return v; }
+__device__ __forceinline__ cdouble conjugate(cdouble v) { return cdouble{v.re, -v.im}; }
+__device__ __forceinline__ double magnitude(double v) { return fabs(v); }
+__device__ __forceinline__ double magnitude(cdouble v) { return hypot(v.re, v.im); }
+__device__ __forceinline__ bool is_zero(double v) { return v == 0.0; }
+__device__ __forceinline__ bool is_zero(cdouble v) { return v.re == 0.0 && v.im == 0.0; }
+__device__ __forceinline__ double neg(double v) { return -v; }
+__device__ __forceinline__ cdouble neg(cdouble v) { return cdouble{-v.re, -v.im}; }
+__device__ __forceinline__ double over(double v, double d) { return div(v, d); }  // v / real d
+__device__ __forceinline__ cdouble over(cdouble v, double d)
+{
+    return cdouble{div(v.re, d), div(v.im, d)};
+}
+__device__ __forceinline__ double times(double c, double v) { return mul(c, v); }  // real c
+__device__ __forceinline__ cdouble times(double c, cdouble v) { return scale(v, c); }
+
+// A plane rotation (c, s, r): [c s; -conj(s) c] [f; g] = [r; 0], as _gmres._lartg (LAPACK
+// 3.10's lartg: the unscaled branch where the squares stay in range).
+__device__ void lartg(double f, double g, double &c, double &s, double &r)
+{
+    if (g == 0.0) {
+        c = 1.0, s = 0.0 * g, r = f;
+        return;
+    }
+    if (f == 0.0) {
+        const double ag = fabs(g);
+        c = 0.0, s = div(g, ag), r = ag;
+        return;
+    }
+    const double af = fabs(f), ag = fabs(g);
+    double d;
+    if (1e-150 < af && af < 1e150 && 1e-150 < ag && ag < 1e150)
+        d = sqrt(add(mul(af, af), mul(ag, ag)));
+    else
+        d = hypot(af, ag);
+    const double sgn = div(f, af);
+    c = div(af, d), s = div(mul(sgn, g), d), r = mul(sgn, d);
+}
+__device__ void lartg(cdouble f, cdouble g, double &c, cdouble &s, cdouble &r)
+{
+    if (is_zero(g)) {
+        c = 1.0, s = cdouble{0.0, 0.0}, r = f;
+        return;
+    }
+    if (is_zero(f)) {
+        const double ag = magnitude(g);
+        c = 0.0, s = over(conjugate(g), ag), r = cdouble{ag, 0.0};
+        return;
+    }
+    const double f2 = add(mul(f.re, f.re), mul(f.im, f.im));
+    const double g2 = add(mul(g.re, g.re), mul(g.im, g.im));
+    const double h2 = add(f2, g2);
+    if (1e-290 < f2 && h2 < 1e290) {
+        c = sqrt(div(f2, h2));
+        s = mul(conjugate(g), over(f, sqrt(mul(f2, h2))));
+        r = over(f, c);
+        return;
+    }
+    const double af = magnitude(f), ag = magnitude(g);
+    double d;
+    if (1e-150 < af && af < 1e150 && 1e-150 < ag && ag < 1e150)
+        d = sqrt(add(mul(af, af), mul(ag, ag)));
+    else
+        d = hypot(af, ag);
+    const cdouble sgn = over(f, af);
+    c = div(af, d), s = over(mul(sgn, conjugate(g)), d), r = scale(sgn, d);
+}
+
+}  // namespace gmk
+}  // namespace tessera
+
+template <typename T, typename I, typename P, int WARP, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+tessera_gmres_run(const long long n, const int entry, const int restart,
+                  const long long maxiter, const long long inner_limit, const int cycles,
+                  const int nonzero, const double atol, const double eps, const double ptol0,
+                  const int a_kind, const int a_lanes, const T *__restrict__ a_val,
+                  const I *__restrict__ a_idx, const P *__restrict__ a_ptr, const long long a_ld,
+                  const int m_kind, const int m_lanes, const T *__restrict__ m_val,
+                  const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
+                  const T *__restrict__ b, T *x, T *r, T *V, T *z, T *y, T *part,
+                  double *small, double *st, unsigned long long *bar)
+{
+    using namespace tessera;
+    using namespace tessera::gmk;
+    typedef typename real_of<T>::type R;
+    typedef typename small_of<T>::type S;
+    __shared__ T sums[RMAX + 2];
+    __shared__ T proj[RMAX + 1];  // the first projection of the column (V^H w)
+    if (entry != E_INIT && st[W_STATUS] != double(S_RUNNING)) return;  // finished
+    const long long chunk = (n + gridDim.x - 1) / gridDim.x;
+    const long long row0 = min(n, (long long)blockIdx.x * chunk), row1 = min(n, row0 + chunk);
+    RowGrid<T, WARP, BLOCK> g{bar, part, sums, n, row0, row1, (int)gridDim.x, RMAX + 2, 0};
+    const StoredOp<T, I, P> A{a_kind, a_lanes, a_val, a_idx, a_ptr, a_ld};
+    const StoredOp<T, I, P> M{m_kind, m_lanes, m_val, m_idx, m_ptr, m_ld};
+    const bool lead = blockIdx.x == 0 && threadIdx.x == 0;  // block 0's thread 0
+    // The small problem (block 0's thread 0 only) and its control words.
+    S *hess = reinterpret_cast<S *>(small);  // column j at hess + j * (restart + 1)
+    S *gv = hess + (long long)restart * (restart + 1);  // g, restart + 1
+    S *gs = gv + restart + 1;                            // the rotations' s
+    double *gc = reinterpret_cast<double *>(gs + restart);  // their c
+    double *ctl = gc + restart;                           // presid for the others
+    double *hist = st + WORDS, *prh = hist + cycles + 1;
+
+    int status = S_RUNNING;
+    long long iter = 0, inner = 0, xpoints = 0;
+    double rnorm = 1.0 / 0.0, ptol = ptol0, pmax = 1.0, presid = 0.0;
+    if (entry != E_INIT) {
+        iter = (long long)st[W_ITER];
+        inner = (long long)st[W_INNER];
+        rnorm = st[W_RNORM];
+        ptol = st[W_PTOL];
+        pmax = st[W_PMAX];
+        presid = st[W_PRESID];
+    }
+    g.sync();  // every block has read st: block 0 may write it from here on
+    const long long inner0 = inner;
+    int nhist = 0;
+    if (entry == E_INIT) {
+        if (nonzero) {
+            g.product(A, x, r);
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = sub(b[i], r[i]);
+        } else {
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = b[i];
+        }
+        __syncthreads();
+        rnorm = g.norm(r);
+        if (lead) hist[nhist] = rnorm;
+        ++nhist;
+        if (rnorm < atol)
+            status = S_CONVERGED;
+        else if (!isfinite(rnorm))
+            status = S_NONFINITE;
+    }
+    int cyc = 0;
+    while (status == S_RUNNING && cyc < cycles) {
+        // The cycle's first vector: V[0] = M r / ||M r|| (r whole: the last norm's barrier).
+        const T *v0 = r;
+        double tmp = rnorm;
+        if (m_kind != OP_NONE) {
+            g.product(M, r, z);
+            tmp = g.norm(z);
+            v0 = z;
+        }
+        {
+            const R s0 = R(1.0 / tmp);
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) V[i] = scale(v0[i], s0);
+        }
+        if (lead) {  // g = ||v0|| e_1
+            gv[0] = small_real<S>(tmp);
+            for (int k = 1; k <= restart; ++k) gv[k] = S{};
+        }
+        g.sync();  // V[0] whole before the first product
+        int col = 0;
+        bool breakdown = false;
+        for (;;) {
+            const T *vc = V + (long long)col * n;
+            T *w = V + (long long)(col + 1) * n;  // orthogonalized in place: V[col + 1]
+            if (m_kind != OP_NONE) {
+                g.product(A, vc, z);
+                g.sync();  // A v whole before M's rows read it
+                g.product(M, z, w);
+            } else {
+                g.product(A, vc, w);
+            }
+            // Projections V^H w and ||w||^2 together.
+            g.partials(col + 2, [&](int k, long long i) {
+                return k <= col ? conj_mul(V[(long long)k * n + i], w[i])
+                                : from_real<T>(abs2(w[i]));
+            });
+            g.reduce(col + 2);
+            const double h0 = (double)root(real_part(sums[col + 1]));
+            if (!isfinite(h0)) {
+                status = S_NONFINITE;
+                break;
+            }
+            for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
+            __syncthreads();
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
+                T wi = w[i];
+                for (int k = 0; k <= col; ++k) wi = sub(wi, mul(proj[k], V[(long long)k * n + i]));
+                w[i] = wi;
+            }
+            __syncthreads();
+            // The second projection.
+            g.partials(col + 1, [&](int k, long long i) {
+                return conj_mul(V[(long long)k * n + i], w[i]);
+            });
+            g.reduce(col + 1);
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
+                T wi = w[i];
+                for (int k = 0; k <= col; ++k) wi = sub(wi, mul(sums[k], V[(long long)k * n + i]));
+                w[i] = wi;
+            }
+            if (lead) {  // the Hessenberg column: the two projections summed
+                S *h = hess + (long long)col * (restart + 1);
+                for (int k = 0; k <= col; ++k) h[k] = add(to_small(proj[k]), to_small(sums[k]));
+            }
+            __syncthreads();
+            const double h1 = g.norm(w);
+            breakdown = h1 <= eps * h0;
+            if (!breakdown) {
+                const R s1 = R(1.0 / h1);
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) w[i] = scale(w[i], s1);
+            }
+            if (lead) {  // rotate the column, a new rotation, the residual estimate
+                S *h = hess + (long long)col * (restart + 1);
+                h[col + 1] = small_real<S>(breakdown ? 0.0 : h1);
+                for (int k = 0; k < col; ++k) {
+                    const double c = gc[k];
+                    const S s = gs[k], n0 = h[k], n1 = h[k + 1];
+                    h[k] = add(times(c, n0), mul(s, n1));
+                    h[k + 1] = add(mul(neg(conjugate(s)), n0), times(c, n1));
+                }
+                double c;
+                S s, mag;
+                lartg(h[col], h[col + 1], c, s, mag);
+                gc[col] = c;
+                gs[col] = s;
+                h[col] = mag;
+                h[col + 1] = S{};
+                const S t = mul(neg(conjugate(s)), gv[col]);
+                gv[col] = times(c, gv[col]);
+                gv[col + 1] = t;
+                ctl[0] = magnitude(t);
+            }
+            g.sync();  // V[col + 1] whole, ctl written
+            presid = *reinterpret_cast<volatile double *>(ctl);
+            ++inner;
+            ++col;
+            if (lead) prh[inner - inner0 - 1] = presid;
+            if (inner == inner_limit || presid <= ptol || breakdown || col == restart) break;
+        }
+        if (status != S_RUNNING) break;
+        // y = H^-1 g (back substitution; block 0's thread 0), then x += V y.
+        if (lead) {
+            const int last = col - 1;
+            if (is_zero(hess[(long long)last * (restart + 1) + last])) gv[last] = S{};
+            for (int k = last; k > 0; --k) {
+                if (!is_zero(gv[k])) {
+                    const S *hk = hess + (long long)k * (restart + 1);
+                    gv[k] = div(gv[k], hk[k]);
+                    const S yk = gv[k];
+                    for (int i = 0; i < k; ++i) gv[i] = sub(gv[i], mul(yk, hk[i]));
+                }
+            }
+            if (!is_zero(gv[0])) gv[0] = div(gv[0], hess[0]);
+            for (int k = 0; k < col; ++k) y[k] = from_small<T>(gv[k]);
+        }
+        g.sync();  // y written
+        for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
+            T acc = zero<T>();
+            for (int k = 0; k < col; ++k) acc = add(acc, mul(y[k], V[(long long)k * n + i]));
+            x[i] = add(x[i], acc);
+        }
+        g.sync();  // x whole before its product
+        g.product(A, x, r);
+        for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = sub(b[i], r[i]);
+        __syncthreads();
+        rnorm = g.norm(r);
+        if (lead) hist[nhist] = rnorm;
+        ++nhist;
+        ++iter;
+        ++cyc;
+        if (!isfinite(rnorm)) {
+            status = S_NONFINITE;
+            break;
+        }
+        const int end = rnorm <= atol ? S_CONVERGED : S_MAXITER;
+        if (inner == inner_limit) {  // ('legacy': maxiter counts inner iterations)
+            status = end;
+            break;
+        }
+        ++xpoints;  // (a callback of type 'x' sees this x)
+        if (rnorm <= atol || breakdown) {
+            status = end;
+            break;
+        }
+        if (presid <= ptol)
+            pmax = fmax(eps, 0.25 * pmax);
+        else
+            pmax = fmin(1.0, 1.5 * pmax);
+        ptol = presid * fmin(pmax, atol / rnorm);
+        if (iter == maxiter) status = end;
+    }
+    if (lead) {
+        st[W_STATUS] = double(status);
+        st[W_ITER] = double(iter);
+        st[W_INNER] = double(inner);
+        st[W_RNORM] = rnorm;
+        st[W_PTOL] = ptol;
+        st[W_PMAX] = pmax;
+        st[W_PRESID] = presid;
+        st[W_XPOINTS] = double(xpoints);
+        st[W_NHIST] = double(nhist);
+        st[W_NPR] = double(inner - inner0);
+    }
+}

@@ -1,0 +1,290 @@
+"""gmres on CUDA as one persistent cooperative kernel (``backends/_cupy/gmres.py``,
+``kernels/cuda/gmres.cu``; the contract ``tessera_array/sparse/linalg/_fused_gmres.py``).
+
+The generic loop (``_gmres(native=False)``: Arrays, modified Gram-Schmidt, the small
+problem on the host) is the reference: the fused solve's x, info, inner iterations and
+residual history agree with it to rounding after 1, 3 and 50 restart cycles (float64;
+float32 and complex too), with and without a preconditioner, from zero and nonzero x0;
+converged runs take SciPy's iteration counts within one (2-D Poisson, dense SPD,
+convection-diffusion, complex Hermitian); the callbacks see what the generic loop's see;
+NaN/inf stop with -20; every workspace buffer starts poisoned; the bits repeat, also
+when the cycles are split over launches differently.
+
+Without a CUDA backend the module is skipped with the reason; with
+``TESSERA_REQUIRE_BACKENDS`` naming ``cuda`` that skip is a failure instead.
+"""
+
+from __future__ import annotations
+
+import _gate
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+from _poison import poisoned_empty
+from _problems import convection_diffusion, poisson2d
+
+import tessera_array as xp
+from tessera_array.sparse import csr_array
+from tessera_array.sparse import linalg as tla
+from tessera_array.sparse.linalg import _gmres as gm
+
+BACKEND = _gate.require_backend("cuda")
+
+import cupy
+from tessera_array.backends._cupy import _kernels
+from tessera_array.backends._cupy import gmres as cu_gmres
+
+DEV = "cuda:0"
+
+
+@pytest.fixture(autouse=True)
+def poisoned(monkeypatch):
+    """Every buffer the launchers allocate starts as 0xFF bytes (NaN in floats)."""
+    monkeypatch.setattr(_kernels, "empty", poisoned_empty(cupy))
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The fused solves' runs, as (cycles, presids) pairs."""
+    seen = []
+    real = cu_gmres.FusedGMRES.run
+
+    def run(self, cycles, presids=False):
+        seen.append((cycles, presids))
+        return real(self, cycles, presids)
+
+    monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
+    return seen
+
+
+def _np(a):
+    return np.asarray(a.to_device("cpu"))
+
+
+def _nonsym(n, seed=2, dtype=np.float64):
+    """A dense nonsymmetric, well-conditioned matrix (diagonally dominated)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, n)) / np.sqrt(n) + 3 * np.eye(n)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((n, n)) / np.sqrt(n)
+    return a.astype(dtype)
+
+
+def _spd(n, seed=1):
+    g = np.random.default_rng(seed).standard_normal((n, n))
+    return g @ g.T / n + 0.05 * np.eye(n)
+
+
+def _hermitian(n, seed=3):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    return g @ g.conj().T / n + 0.5 * np.eye(n)
+
+
+def _rhs(n, seed=5, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal(n)
+    if np.dtype(dtype).kind == "c":
+        b = b + 1j * rng.standard_normal(n)
+    return b.astype(dtype)
+
+
+def _both(A, b, **kw):
+    """(fused, generic) results of gmres with report=True."""
+    fused = gm._gmres(A, b, report=True, **kw)
+    generic = gm._gmres(A, b, report=True, native=False, **kw)
+    return fused, generic
+
+
+def _close(fused, generic, rtol):
+    (x1, i1, r1), (x2, i2, r2) = fused, generic
+    assert i1 == i2, (i1, i2)
+    assert r1.iterations == r2.iterations, (r1, r2)
+    h1, h2 = np.asarray(r1.residual_norms), np.asarray(r2.residual_norms)
+    assert h1.shape == h2.shape
+    np.testing.assert_allclose(h1, h2, rtol=rtol, atol=rtol * h2.max())
+    a1, a2 = _np(x1), _np(x2)
+    assert a1.dtype == a2.dtype
+    err = np.abs(a1 - a2).max() / np.abs(a2).max()
+    assert err <= rtol, err
+
+
+CASES = {
+    "dense nonsymmetric": lambda dt: xp.asarray(_nonsym(60, dtype=dt), device=DEV),
+    "csr convection-diffusion": lambda dt: csr_array(
+        sp.csr_array(convection_diffusion(8).astype(dt)), device=DEV),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-9), (np.float32, 2e-3),
+                                        (np.complex128, 1e-9)])
+def test_fused_equals_the_generic_loop(case, dtype, rtol, launches):
+    A = CASES[case](dtype)
+    b = xp.asarray(_rhs(A.shape[0], dtype=dtype), device=DEV)
+    for cycles in (1, 3, 50):
+        launches.clear()
+        fused, generic = _both(A, b, rtol=0.0, atol=0.0, restart=7, maxiter=cycles)
+        assert launches, "the fused solve did not run"
+        assert fused[1] == cycles and fused[2].iterations == 7 * cycles
+        _close(fused, generic, rtol if cycles < 50 else max(rtol, 1e-7))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_preconditioned_and_nonzero_start(dtype, launches):
+    a = convection_diffusion(8).astype(dtype)
+    n = a.shape[0]
+    A = csr_array(sp.csr_array(a), device=DEV)
+    Ms = {"jacobi csr": csr_array(sp.diags_array(1.0 / a.diagonal()).tocsr(), device=DEV),
+          "dense": xp.asarray(np.diag(1.0 / a.diagonal()) + 1e-3 * _nonsym(n, 9, dtype),
+                              device=DEV)}
+    b = xp.asarray(_rhs(n, dtype=dtype), device=DEV)
+    x0 = xp.asarray(_rhs(n, seed=8, dtype=dtype), device=DEV)
+    for name, M in Ms.items():
+        for start in (None, x0):
+            launches.clear()
+            fused, generic = _both(A, b, x0=start, M=M, rtol=0.0, atol=0.0, restart=6,
+                                   maxiter=4)
+            assert launches, name
+            _close(fused, generic, 1e-9)
+            launches.clear()
+            fused, generic = _both(A, b, x0=start, M=M, rtol=1e-8, restart=6)
+            assert fused[1] == 0 and abs(fused[2].iterations - generic[2].iterations) <= 1
+            np.testing.assert_allclose(_np(fused[0]), _np(generic[0]), rtol=1e-6,
+                                       atol=1e-6 * np.abs(_np(generic[0])).max())
+
+
+def _scipy_count(a, b, **kw):
+    seen = []
+    x, info = sla.gmres(a, b, callback=seen.append, callback_type="pr_norm", **kw)
+    return x, info, len(seen)
+
+
+SYSTEMS = {
+    "poisson 2-D": lambda: poisson2d(12),
+    "dense spd": lambda: _spd(90),
+    "convection-diffusion": lambda: convection_diffusion(12),
+    "complex hermitian": lambda: _hermitian(70),
+}
+
+
+@pytest.mark.parametrize("system", list(SYSTEMS))
+@pytest.mark.parametrize("restart", [10, 30])
+def test_iteration_counts_equal_scipys_within_one(system, restart, launches):
+    a = SYSTEMS[system]()
+    b = _rhs(a.shape[0], dtype=a.dtype)
+    xs, infos, count = _scipy_count(a, b, rtol=1e-8, restart=restart)
+    A = csr_array(a, device=DEV) if sp.issparse(a) else xp.asarray(a, device=DEV)
+    x, info, rep = tla.gmres(A, xp.asarray(b, device=DEV), rtol=1e-8, restart=restart,
+                             report=True)
+    assert launches and info == infos == 0
+    assert abs(rep.iterations - count) <= 1, (rep.iterations, count)
+    np.testing.assert_allclose(_np(x), xs, rtol=1e-6, atol=1e-6 * np.abs(xs).max())
+
+
+def test_callbacks_see_the_generic_loops_values(launches):
+    a = convection_diffusion(7)
+    A = csr_array(a, device=DEV)
+    b = xp.asarray(_rhs(a.shape[0]), device=DEV)
+    for ctype, kw in (("pr_norm", {"restart": 5, "maxiter": 6}),
+                      ("legacy", {"restart": 5, "maxiter": 13}),
+                      ("x", {"restart": 4, "maxiter": 5})):
+        got, want = [], []
+        launches.clear()
+        x1, i1 = tla.gmres(A, b, callback=got.append, callback_type=ctype, **kw)
+        assert launches and all(p == (ctype != "x") for _, p in launches)
+        if ctype == "x":
+            assert all(c == 1 for c, _ in launches)  # a cycle a launch
+        x2, i2 = gm._gmres(A, b, callback=want.append, callback_type=ctype, native=False,
+                           **kw)
+        assert i1 == i2 and len(got) == len(want), (ctype, i1, i2, len(got), len(want))
+        if ctype == "x":
+            assert len({id(v) for v in got}) == len(got)  # each a copy of its own
+            for u, v in zip(got, want):
+                np.testing.assert_allclose(_np(u), _np(v), rtol=1e-9, atol=1e-12)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-9)
+        np.testing.assert_allclose(_np(x1), _np(x2), rtol=1e-9, atol=1e-12)
+
+
+def test_bits_repeat_and_do_not_depend_on_the_launches():
+    a = _nonsym(200, seed=6)
+    A = xp.asarray(a, device=DEV)
+    b = xp.asarray(_rhs(200), device=DEV)
+    runs = [tla.gmres(A, b, rtol=0.0, atol=0.0, restart=9, maxiter=11) for _ in range(2)]
+    # one cycle a launch (a callback of type 'x') against the whole solve in one launch
+    runs.append(tla.gmres(A, b, rtol=0.0, atol=0.0, restart=9, maxiter=11,
+                          callback=lambda x: None, callback_type="x"))
+    bits = {_np(x).tobytes() for x, _ in runs}
+    assert len(bits) == 1
+
+
+def test_nonfinite_and_breakdown(launches):
+    a = _nonsym(40)
+    a[3, 5] = np.nan
+    b = _rhs(40)
+    x, info = tla.gmres(xp.asarray(a, device=DEV), xp.asarray(b, device=DEV), restart=5)
+    _, infog = gm._gmres(xp.asarray(a, device=DEV), xp.asarray(b, device=DEV), restart=5,
+                          native=False)
+    assert launches and info == infog == -20
+    # A = I: w = v is V[0] itself, so the first column breaks down and converges
+    eye = xp.asarray(np.eye(30), device=DEV)
+    bb = xp.asarray(_rhs(30), device=DEV)
+    x, info, rep = tla.gmres(eye, bb, report=True)
+    assert info == 0 and rep.iterations == 1
+    np.testing.assert_allclose(_np(x), _rhs(30), rtol=1e-14)
+    # a non-finite b is refused before any launch, as on every device
+    with pytest.raises(ValueError, match="gmres"):
+        tla.gmres(eye, xp.asarray(np.full(30, np.inf), device=DEV))
+    # never a hang: a solve that cannot converge ends at maxiter
+    x, info = tla.gmres(xp.asarray(_nonsym(50), device=DEV),
+                        xp.asarray(_rhs(50), device=DEV), rtol=0.0, atol=0.0, restart=3,
+                        maxiter=200)
+    assert info == 200
+
+
+def test_declines_what_it_cannot_take(launches):
+    a = convection_diffusion(5)
+    A = csr_array(a, device=DEV)
+    b = xp.asarray(_rhs(25), device=DEV)
+    op = tla.LinearOperator((25, 25), matvec=lambda v: A @ v, dtype=xp.float64)
+    for kw in ({"restart": 129}, {"products": "blas"}):
+        launches.clear()
+        tla.gmres(A, b, maxiter=2, **kw)
+        assert not launches
+    x1, _ = tla.gmres(op, b, maxiter=2)
+    assert not launches
+    x2, _ = gm._gmres(op, b, maxiter=2, native=False)
+    np.testing.assert_array_equal(_np(x1), _np(x2))
+
+
+def test_geometry_stays_resident():
+    assert cu_gmres.geometry(2049, 32, 32, 132, 2) == 132
+    assert cu_gmres.geometry(60, 32, 32, 132, 2) == 8
+    assert cu_gmres.geometry(1 << 20, 1, 32, 132, 2) == 132
+    assert cu_gmres.geometry(2049, 32, 32, 132, 2, per_sm=2) == 257
+    assert cu_gmres.geometry(2049, 32, 32, 132, 1, per_sm=2) == 132
+
+
+def test_run_refuses_bad_arguments():
+    A = xp.asarray(_nonsym(20), device=DEV)
+    b = cupy.asarray(_rhs(20))
+    x = cupy.zeros(20)
+    from tessera_array.sparse.linalg._fused import FusedOperand
+
+    op = FusedOperand(lambda v: v, "dense", (A._data,), "warp")
+    with pytest.raises(ValueError, match="gmres_fused: restart"):
+        cu_gmres.gmres_fused(x, b, op, None, restart=0, maxiter=1, inner_limit=-1, atol=0,
+                             ptol=0, eps=1e-16, nonzero=False)
+    with pytest.raises(TypeError, match="gmres_fused: x"):
+        cu_gmres.gmres_fused(np.zeros(20), b, op, None, restart=3, maxiter=1,
+                             inner_limit=-1, atol=0, ptol=0, eps=1e-16, nonzero=False)
+    solve = cu_gmres.gmres_fused(x, b, op, None, restart=3, maxiter=1, inner_limit=-1,
+                                 atol=0.0, ptol=0.0, eps=1e-16, nonzero=False)
+    with pytest.raises(ValueError, match="gmres_fused: run takes"):
+        solve.run(0)
+    out = solve.run(1)
+    assert out.status.name == "MAXITER" and out.iterations == 3 and out.cycles == 1
+    with pytest.raises(ValueError, match="has finished"):
+        solve.run(1)
