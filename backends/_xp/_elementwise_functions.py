@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
+from ._dtypes import kind_of
+
 __all__ = ["MODULE_FUNCTIONS", "ElementwiseFunctions"]
 
 # The standard's names that the module's functions share.
@@ -96,7 +98,7 @@ class ElementwiseFunctions:
         """
         m = self.m
         r = m.floor_divide(a, b)
-        if r.dtype.kind != "f":
+        if kind_of(r.dtype) != "f":
             return r
         inf_a, inf_b = m.isinf(a), m.isinf(b)
         if not (self.mask_any(inf_a) or self.mask_any(inf_b)):
@@ -179,7 +181,7 @@ class ElementwiseFunctions:
         zero with ``b``'s sign). Bound when ``remainder_by_inf_ok`` is False."""
         m = self.m
         r = m.remainder(a, b)
-        if r.dtype.kind != "f":
+        if kind_of(r.dtype) != "f":
             return r
         mask = m.isfinite(a) & m.isinf(b)
         if not self.mask_any(mask):
