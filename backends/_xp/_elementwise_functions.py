@@ -84,7 +84,12 @@ class ElementwiseFunctions:
         """
         if lo is None and hi is None:
             return a.copy()
-        return self.m.asarray(self.m.clip(a, lo, hi))
+        r = self.m.asarray(self.m.clip(a, lo, hi))
+        if r.dtype != a.dtype:
+            # Note: ml_dtypes' bfloat16 clip answers in float32; the cast back gives
+            # what clipping to the bounds rounded to a's dtype gives.
+            r = r.astype(a.dtype)
+        return r
 
     # ---- special-case patches every module needs ---------------------------------
 
