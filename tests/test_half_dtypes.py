@@ -76,7 +76,8 @@ def test_standard_groups_unchanged():
     assert len(_dtypes.ALL_DTYPES) == 13
     for d in HALF:
         assert d not in _dtypes.ALL_DTYPES and d not in _dtypes.NUMERIC
-    for key in _dispatch.registry.keys():
+    registered = _dispatch.registry.keys()  # a list of KernelKeys
+    for key in registered:
         assert key.dtype not in HALF, key
 
 
@@ -632,3 +633,10 @@ def test_numpy_namespace_binds_the_route_where_a_loop_is_missing():
     ns = _ops.namespace
     for name in ns.bfloat16_gaps():
         assert getattr(getattr(ns, name), "__wrapped__", None) is not None, name
+
+
+def test_cupy_bfloat16_from_version_14():
+    from tessera_array.backends._cupy._backend import takes_bfloat16
+
+    assert takes_bfloat16("14.0.0") and takes_bfloat16("15.1.2")
+    assert not takes_bfloat16("13.6.0") and not takes_bfloat16("dev")
