@@ -595,6 +595,20 @@ def test_kernel_functions_refuse(device, dt):
         _sgd(m)
 
 
+def test_solvers_refuse_through_the_registry():
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((6, 6)).astype(np.float32)
+    a = a @ a.T + 6 * np.eye(6, dtype=np.float32)
+    for dt in HALF:
+        A = xp.astype(xp.asarray(a), dt)
+        b = xp.astype(xp.asarray(rng.standard_normal(6).astype(np.float32)), dt)
+        with pytest.raises(TypeError, match=r"none is registered for float16 or bfloat16; "
+                                            r"cast to float32 first"):
+            xp.sparse.linalg.cg(A, b)
+        with pytest.raises(xp.KernelNotFoundError):
+            _dispatch.lookup("matvec", A.device, dt)
+
+
 def _sgd(p):
     from tessera_array.optim import SGD
 

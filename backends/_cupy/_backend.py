@@ -134,7 +134,7 @@ class CupyBackend:
             raise RuntimeError(f"CuPy sees no {self.library} device")
         self._cupy = cupy
         self._dist = self._distribution()
-        self._bfloat16 = takes_bfloat16(cupy.__version__)
+        self._bfloat16 = takes_bfloat16(getattr(cupy, "__version__", ""))
         self.native_type = cupy.ndarray
         self._devices = tuple(
             Device(self.device_kind, i, backend_name=self.name) for i in range(count))
@@ -168,7 +168,7 @@ class CupyBackend:
         """What ``dtype`` needs that this CuPy lacks (bfloat16 before CuPy 14), or None."""
         if dtype is _dtypes.bfloat16 and not self._bfloat16:
             cupy = self._cupy
-            found = cupy.__version__ if cupy is not None else "none"
+            found = getattr(cupy, "__version__", "unknown") if cupy is not None else "none"
             return f"bfloat16 arrays: they need CuPy >= 14 (installed: {found})"
         return None
 
