@@ -13,8 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ._dtypes import DType
-from ._dtypes import HALF_FLOATING
+from ._dtypes import HALF_FLOATING, DType
 from ._errors import KernelDTypeError, KernelNotFoundError
 
 __all__ = ["FAMILIES", "OPS", "KernelKey", "KernelRegistry", "lookup", "registry"]
