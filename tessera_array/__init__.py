@@ -26,9 +26,11 @@ from ._data_type_functions import __all__ as _data_type_all
 from ._devices import Device, set_default_device
 from ._dtypes import (
     DType,
+    bfloat16,
     bool,
     complex64,
     complex128,
+    float16,
     float32,
     float64,
     int8,
@@ -75,6 +77,8 @@ __all__ = (
         "nn",
         "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
         "float32", "float64", "complex64", "complex128",
+        # Extension dtypes, outside the standard (not listed by info.dtypes()).
+        "float16", "bfloat16",
     ]
     + _errors_all
     + _constants_all

@@ -320,11 +320,12 @@ def _scalar_default(obj, dev):
 
 
 def _host_default(host):
-    """Map a NumPy array of a dtype outside the standard to one inside it."""
+    """Map a NumPy array of a dtype tessera lacks to one it has (or TypeError).
+
+    NumPy's float16 and ml_dtypes' bfloat16 are tessera dtypes (extensions) and keep
+    their dtype; they never arrive here.
+    """
     kind = host.dtype.kind
-    if kind == "f" and host.dtype.itemsize < 4:
-        # Note: float16 is widened to float32 (not in the standard; no value changes).
-        return host.astype(np.float32), _dtypes.float32
     if kind == "O":
         raise TypeError(
             "asarray: obj must hold numbers or booleans (nested sequences of equal "

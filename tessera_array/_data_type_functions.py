@@ -5,7 +5,7 @@ Specification: https://data-apis.org/array-api/2025.12/API_specification/data_ty
 
 from __future__ import annotations
 
-import numpy as np
+import ml_dtypes
 
 from . import _dtypes
 from ._array import Array
@@ -102,7 +102,8 @@ class finfo_object:
     __slots__ = ("bits", "dtype", "eps", "max", "min", "smallest_normal")
 
     def __init__(self, dtype: DType):
-        info = np.finfo(dtype._np)
+        # ml_dtypes.finfo answers for bfloat16 and defers to numpy.finfo otherwise.
+        info = ml_dtypes.finfo(dtype._np)
         self.bits = int(info.bits)
         self.eps = float(info.eps)
         self.max = float(info.max)

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ._dtypes import DType
-from ._errors import KernelNotFoundError
+from ._dtypes import HALF_FLOATING, DType
+from ._errors import KernelDTypeError, KernelNotFoundError
 
 __all__ = ["FAMILIES", "OPS", "KernelKey", "KernelRegistry", "lookup", "registry"]
 
@@ -128,6 +128,14 @@ class KernelRegistry:
             elsewhere = sorted({k.backend for k in self._kernels if k.op == op})
             msg = (f"Nothing is registered for {op} on {backend}; backends with {op}: "
                    f"{', '.join(elsewhere) or 'none'}.")
+        if dtype in HALF_FLOATING:
+            # No kernel is registered for the 16-bit dtypes: a TypeError as well, so
+            # that a caller without its own check still reports a wrong dtype.
+            raise KernelDTypeError(
+                f"{op}: no kernel for op={op}, backend={backend}, dtype={dtype.name}, "
+                f"variant={variant}: none is registered for float16 or bfloat16; cast to "
+                f"float32 first. {msg}"
+            )
         raise KernelNotFoundError(
             f"{op}: no kernel for op={op}, backend={backend}, dtype={dtype.name}, "
             f"variant={variant}. {msg}"

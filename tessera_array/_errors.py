@@ -13,6 +13,7 @@ __all__ = [
     "HostFallbackWarning",
     "ImplicitHostCopyError",
     "KernelCompileError",
+    "KernelDTypeError",
     "KernelNotFoundError",
     "LinAlgError",
     "MissingCapabilityError",
@@ -35,6 +36,11 @@ class DeviceMismatchError(TesseraError, ValueError):
 
 class KernelNotFoundError(TesseraError, NotImplementedError):
     """No kernel is registered for the requested (op, backend, dtype, variant)."""
+
+
+class KernelDTypeError(KernelNotFoundError, TypeError):
+    """No kernel of the op takes the dtype at all (float16 and bfloat16 have none yet):
+    a KernelNotFoundError, and a TypeError as a wrong dtype is."""
 
 
 class KernelCompileError(TesseraError, RuntimeError):

@@ -26,6 +26,7 @@ __all__ = [
     "default_float",
     "default_int",
     "elementwise_unary",
+    "refuse_half",
     "scalar_dtype_for",
     "supports_dtype",
     "unary_function",
@@ -160,6 +161,20 @@ def check_scalar_range(func: str, dtype: DType, value: int, name: str = "scalar"
         raise ScalarOutOfRangeError(
             f"{func}: the Python int {name}={value} is out of range for the array's dtype "
             f"{dtype} ([{lo}, {hi}]). Cast the array first, e.g. astype(x, int64)."
+        )
+
+
+def refuse_half(func: str, dtype: DType, name: str = "x", why: str = "") -> None:
+    """TypeError when ``dtype`` is float16 or bfloat16, for functions that have no
+    16-bit path (kernels registered for float32/float64, LAPACK, FFT libraries).
+
+    ``why`` says what lacks the 16-bit path; the message tells the user to cast.
+    """
+    if dtype in _dtypes.HALF_FLOATING:
+        because = f" ({why})" if why else ""
+        raise TypeError(
+            f"{func}: float16 and bfloat16 are not supported{because}; cast with "
+            f"astype({name}, float32) first. Received: {name}.dtype={dtype}"
         )
 
 

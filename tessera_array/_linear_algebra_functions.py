@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from operator import index as _index
 
 from ._array import Array, check_same_device
-from ._dtypes import PROMOTION_TABLE
+from ._dtypes import COMPUTE_IN, PROMOTION_TABLE
 from ._errors import AxisError
 from ._helpers import check_array
 
@@ -91,6 +91,21 @@ def negative_axis(func: str, axis, s1: tuple, s2: tuple) -> int:
     return neg
 
 
+def in_compute_dtype(dev, dt, native_op, a, b, *args):
+    """``native_op(a, b, *args)`` for operands of dtype ``dt``; float16 and bfloat16
+    operands are computed in float32 and the result rounded back to ``dt``.
+
+    Note: PyTorch on the CPU does the same for its 16-bit matmul; NumPy's float16
+    matmul has no BLAS and ml_dtypes' bfloat16 matmul answers in float32.
+    """
+    acc = COMPUTE_IN.get(dt)
+    if acc is None:
+        return native_op(a, b, *args)
+    ops = dev.ops
+    r = native_op(ops.astype(a, acc), ops.astype(b, acc), *args)
+    return ops.astype(r, dt)
+
+
 # ---- the standard's functions -------------------------------------------------------
 
 
@@ -98,6 +113,9 @@ def matmul(x1: Array, x2: Array, /) -> Array:
     """Matrix product (``x1 @ x2``), with NumPy's/PEP 465's promotion of 1-D operands.
 
     Specification: https://data-apis.org/array-api/2025.12/API_specification/generated/array_api.matmul.html
+
+    float16 and bfloat16 operands are multiplied in float32 and the result is rounded
+    back to the 16-bit dtype (as PyTorch does on the CPU).
     """
     if x1.__class__ is not Array or x2.__class__ is not Array:
         check_array(x1, "matmul", "x1")
@@ -132,6 +150,8 @@ def matmul(x1: Array, x2: Array, /) -> Array:
             b = dev.ops.astype(b, dt)
     if len(s1) > 2 or len(s2) > 2:
         broadcast_shapes("matmul", s1[:-2], s2[:-2], "the stack dimensions of x1 and x2")
+    if dt in COMPUTE_IN:
+        return _new(in_compute_dtype(dev, dt, dev.ops.matmul, a, b), dt, dev)
     return _new(dev.ops.matmul(a, b), dt, dev)
 
 
@@ -202,6 +222,8 @@ def tensordot(
     """Tensor contraction of ``x1`` and ``x2`` over ``axes``.
 
     Specification: https://data-apis.org/array-api/2025.12/API_specification/generated/array_api.tensordot.html
+
+    float16 and bfloat16 operands are contracted in float32 (see :func:`matmul`).
     """
     dev, dt, a, b = two_arrays("tensordot", x1, x2)
     s1, s2 = a.shape, b.shape
@@ -213,13 +235,15 @@ def tensordot(
                 f"Received: x1.shape[{i}]={s1[i]}, x2.shape[{j}]={s2[j]} (x1.shape={s1}, "
                 f"x2.shape={s2})"
             )
-    return _new(dev.ops.tensordot(a, b, (ax1, ax2)), dt, dev)
+    return _new(in_compute_dtype(dev, dt, dev.ops.tensordot, a, b, (ax1, ax2)), dt, dev)
 
 
 def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     """Dot products of vectors along ``axis``, conjugating ``x1`` when complex.
 
     Specification: https://data-apis.org/array-api/2025.12/API_specification/generated/array_api.vecdot.html
+
+    float16 and bfloat16 operands are reduced in float32 (see :func:`matmul`).
     """
     dev, dt, a, b = two_arrays("vecdot", x1, x2)
     s1, s2 = a.shape, b.shape
@@ -238,4 +262,4 @@ def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
         "vecdot", s1[:ax] + s1[len(s1) + ax + 1:], s2[:ax] + s2[len(s2) + ax + 1:],
         "the non-contracted axes of x1 and x2",
     )
-    return _new(dev.ops.vecdot(a, b, ax), dt, dev)
+    return _new(in_compute_dtype(dev, dt, dev.ops.vecdot, a, b, ax), dt, dev)

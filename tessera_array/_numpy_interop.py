@@ -24,7 +24,7 @@ as ``np.unique`` or ``np.histogram``; a ufunc method such as ``outer``; an argum
 such as ``where=`` or ``order='F'``) runs through NumPy itself when the arrays
 live on a host backend (``is_host``): the buffers are handed to NumPy without a
 copy and the results are wrapped back as tessera arrays, so the answer is
-NumPy's. Results of a dtype outside the standard (float16, object) stay NumPy
+NumPy's. Results of a dtype tessera lacks (object, longdouble) stay NumPy
 arrays. On a non-host device the same call raises
 :class:`~tessera_array.ImplicitHostCopyError`, which says how to copy explicitly.
 """
@@ -162,7 +162,7 @@ def _ufunc_translated(ufunc, method, inputs, kwargs, dev, label):
         # NumPy's dtype=: the operands cast to it, the result of that dtype
         try:
             want = _dtypes.coerce_dtype(kw["dtype"], "dtype", f"numpy.{label}")
-        except TypeError:  # float16 and the like: NumPy's own business
+        except TypeError:  # object and the like: NumPy's own business
             raise _Unmapped(f"dtype={kw['dtype']!r}") from None
         del kw["dtype"]
     for key, value in kw.items():

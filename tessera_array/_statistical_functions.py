@@ -50,7 +50,12 @@ _ACCUMULATE_DEFAULT = {
     **{d: _dtypes.int64 for d in _dtypes.SIGNED_INTEGER},
     **{d: _dtypes.uint64 for d in _dtypes.UNSIGNED_INTEGER},
     **{d: d for d in _dtypes.FLOATING},
+    **{d: d for d in _dtypes.HALF_FLOATING},
 }
+# Note: float16 and bfloat16 sums, products, means and moments accumulate in
+# float32 and round the result back to the 16-bit dtype, as PyTorch does (NumPy
+# accumulates a bfloat16 sum in bfloat16).
+_COMPUTE_IN = _dtypes.COMPUTE_IN
 
 
 # ---- shared argument checks --------------------------------------------------------
@@ -149,12 +154,26 @@ def _accumulate(func: str, x, axis, dtype, keepdims) -> Array:
     dt = _accumulate_dtype(func, x, dtype)
     dev = x._device
     native = dev.ops.sum if func == "sum" else dev.ops.prod
+    data = x._data
+    acc = _COMPUTE_IN.get(dt, dt)
+    if acc is not dt:  # a 16-bit result: accumulate in float32
+        data = dev.ops.astype(data, acc)
     try:
-        r = native(x._data, axis=axes, dtype=dt, keepdims=keepdims)
+        r = native(data, axis=axes, dtype=acc, keepdims=keepdims)
     except _QUIET_RERUN:  # an overflow to inf, made an error by -W error
-        r = _rerun_quietly(dev, functools.partial(native, axis=axes, dtype=dt,
-                                                  keepdims=keepdims), x._data)
+        r = _rerun_quietly(dev, functools.partial(native, axis=axes, dtype=acc,
+                                                  keepdims=keepdims), data)
+    if acc is not dt:
+        r = _round_back(dev, r, dt)
     return wrap_as(r, dt, dev)
+
+
+def _round_back(dev, r, dt: DType):
+    """A float32 result rounded to the 16-bit ``dt`` (overflow to inf is the answer)."""
+    try:
+        return dev.ops.astype(r, dt)
+    except _QUIET_RERUN:
+        return _rerun_quietly(dev, dev.ops.astype, r, dt)
 
 
 def sum(
@@ -169,11 +188,12 @@ def sum(
 
     Specification: https://data-apis.org/array-api/2025.12/API_specification/generated/array_api.sum.html
 
-    Booleans sum to int64, as in NumPy.
+    Booleans sum to int64, as in NumPy. float16 and bfloat16 accumulate in float32
+    and the result is rounded back to the 16-bit dtype.
     """
     if x.__class__ is Array and axis is None and dtype is None and keepdims is False:
         dt = x._dtype
-        if dt.kind in "fc":
+        if dt.kind in "fc" and dt not in _COMPUTE_IN:
             # The hot path: a whole-array float sum, one native call.
             dev = x._device
             try:
@@ -251,9 +271,13 @@ def min(
 
 
 def _float_input(func: str, x: Array):
-    """The native buffer of ``x`` in its floating compute dtype (ints/bool -> default float)."""
+    """The native buffer of ``x`` in its floating compute dtype (ints/bool -> default
+    float, float16/bfloat16 -> float32) and the result dtype."""
     dt = x._dtype
     if dt.kind in "fc":
+        acc = _COMPUTE_IN.get(dt)
+        if acc is not None:
+            return x._device.ops.astype(x._data, acc), dt
         return x._data, dt
     fdt = default_float(x._device)
     return x._device.ops.astype(x._data, fdt), fdt
@@ -272,7 +296,11 @@ def mean(
     _check_flag("mean", "keepdims", keepdims)
     axes = _normalize_axes("mean", axis, len(x._data.shape))
     data, dt = _float_input("mean", x)
-    return wrap_as(x._device.ops.mean(data, axis=axes, keepdims=keepdims), dt, x._device)
+    dev = x._device
+    r = dev.ops.mean(data, axis=axes, keepdims=keepdims)
+    if dt in _COMPUTE_IN:
+        r = _round_back(dev, r, dt)
+    return wrap_as(r, dt, dev)
 
 
 def _moment(func: str, x, axis, correction, keepdims) -> Array:
@@ -288,6 +316,8 @@ def _moment(func: str, x, axis, correction, keepdims) -> Array:
     dev = x._device
     native = dev.ops.var if func == "var" else dev.ops.std
     r = native(data, axis=axes, correction=correction, keepdims=keepdims)
+    if dt in _COMPUTE_IN:
+        r = _round_back(dev, r, dt)
     return wrap_as(r, _dtypes.REAL_OF.get(dt, dt), dev)
 
 
@@ -348,7 +378,13 @@ def _cumulative(func: str, x, axis, dtype, include_initial) -> Array:
     dt = _accumulate_dtype(func, x, dtype)
     dev = x._device
     native = dev.ops.cumulative_sum if func == "cumulative_sum" else dev.ops.cumulative_prod
-    r = native(x._data, axis=ax, dtype=dt, include_initial=include_initial)
+    data = x._data
+    acc = _COMPUTE_IN.get(dt, dt)
+    if acc is not dt:  # a 16-bit result: accumulate in float32
+        data = dev.ops.astype(data, acc)
+    r = native(data, axis=ax, dtype=acc, include_initial=include_initial)
+    if acc is not dt:
+        r = _round_back(dev, r, dt)
     return wrap_as(r, dt, dev)
 
 

@@ -77,6 +77,7 @@ from ._helpers import (
     check_array,
     check_dtype_on_device,
     default_float,
+    refuse_half,
     supports_dtype,
     wrap_as,
 )
@@ -115,6 +116,10 @@ _builtin_bool = bool
 
 # ---- argument checks ----------------------------------------------------------------------
 
+# Note: float16/bfloat16 input is refused, as scipy.fft refuses float16; no FFT
+# kernel is registered for the 16-bit dtypes.
+_NO_HALF = "no FFT kernel is registered for the 16-bit dtypes"
+
 
 def _complex_in(func: str, x):
     """``(device, complex dtype, native)`` of ``x`` for a transform of complex input."""
@@ -123,6 +128,7 @@ def _complex_in(func: str, x):
     dt = x._dtype
     if dt.kind == "c":
         return x._device, dt, x._data
+    refuse_half(func, dt, "x", _NO_HALF)
     dev = x._device
     # Note: the standard asks for complex input; like NumPy, real input is taken as
     # complex of its precision, integer and boolean input as the default complex.
@@ -135,6 +141,7 @@ def _real_in(func: str, x):
     if x.__class__ is not Array:
         check_array(x, func)
     dt = x._dtype
+    refuse_half(func, dt, "x", _NO_HALF)
     if dt.kind == "f":
         return x._device, dt, x._data
     if dt.kind == "c":

@@ -17,9 +17,9 @@ from typing import Literal, NamedTuple
 
 from . import _dtypes
 from ._array import Array
-from ._dtypes import COMPLEX_OF, REAL_OF, DType, coerce_dtype
+from ._dtypes import COMPLEX_OF, COMPUTE_IN, REAL_OF, DType, coerce_dtype
 from ._errors import AxisError, DeviceMismatchError, LinAlgError
-from ._helpers import check_array, check_dtype_on_device, default_float, wrap_as
+from ._helpers import check_array, check_dtype_on_device, default_float, refuse_half, wrap_as
 from ._linear_algebra_functions import (
     as_int,
     broadcast_shapes,
@@ -114,12 +114,17 @@ def _float_array(func: str, x, name: str = "x"):
         check_array(x, func, name)
     dt = x._dtype
     dev = x._device
+    refuse_half(func, dt, name, _NO_HALF)
     if dt.kind in "fc":
         return dev, dt, x._data
     # Note: the standard asks for floating-point input; like NumPy, integer and
     # boolean input is computed in the default floating dtype.
     fdt = default_float(dev)
     return dev, fdt, dev.ops.astype(x._data, fdt)
+
+
+# Note: numpy.linalg refuses float16 too; PyTorch's CPU linalg refuses both 16-bit dtypes.
+_NO_HALF = "LAPACK and the device solvers have no 16-bit routines"
 
 
 def _check_matrix(func: str, shape: tuple, square: bool = False, name: str = "x") -> None:
@@ -226,6 +231,8 @@ def solve(x1: Array, x2: Array, /) -> Array:
     """
     func = "linalg.solve"
     dev, dt, a, b = two_arrays(func, x1, x2)
+    refuse_half(func, x1._dtype, "x1", _NO_HALF)
+    refuse_half(func, x2._dtype, "x2", _NO_HALF)
     if dt.kind not in "fc":
         dt = default_float(dev)
         a = dev.ops.astype(a, dt)
@@ -450,6 +457,10 @@ def trace(x: Array, /, *, offset: int = 0, dtype: DType | None = None) -> Array:
                 f"information). Received: dtype={rdt}, x.dtype={xdt}"
             )
         check_dtype_on_device(rdt, dev, func)
+    acc = COMPUTE_IN.get(rdt)
+    if acc is not None:  # a 16-bit result: summed in float32 and rounded back
+        r = dev.ops.trace(dev.ops.astype(x._data, acc), offset, acc)
+        return wrap_as(dev.ops.astype(r, rdt), rdt, dev)
     return wrap_as(dev.ops.trace(x._data, offset, rdt), rdt, dev)
 
 

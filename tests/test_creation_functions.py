@@ -87,7 +87,7 @@ def test_bad_shapes(device, func):
     with pytest.raises(ValueError, match=rf"^{name}: at most 64 dimensions.*65"):
         func((1,) * 65, device=device)
     with pytest.raises(TypeError, match=rf"^{name}: dtype must be one of the Array API dtypes"):
-        func(2, dtype="float16", device=device)
+        func(2, dtype="datetime64", device=device)
     with pytest.raises(ValueError, match=rf"^{name}: no such device"):
         func(2, device="cpu:7")
     with pytest.raises(TypeError, match=rf"^{name}: device must be"):
@@ -167,7 +167,7 @@ def test_like_bad_input(device, func):
         func(np.zeros(2))
     x = xp.zeros(2, device=device)
     with pytest.raises(TypeError, match=rf"^{name}: dtype must be one of the Array API dtypes"):
-        func(x, dtype="float16")
+        func(x, dtype="datetime64")
 
 
 # ---- arange / linspace / eye ---------------------------------------------------------------
@@ -403,7 +403,9 @@ def test_asarray_nested_arrays_and_buffers(device):
     _check(xp.asarray(buf, device=device), np.array([1.5, -2.0]), device)
     _check(xp.asarray(memoryview(buf), device=device), np.array([1.5, -2.0]), device)
     _check(xp.asarray(np.float32(2.5), device=device), np.asarray(2.5, np.float32), device)
-    _check(xp.asarray(np.ones(2, np.float16), device=device), np.ones(2, np.float32), device)
+    if xp._helpers.supports_dtype(device, xp.float16):  # an extension dtype: kept
+        _check(xp.asarray(np.ones(2, np.float16), device=device), np.ones(2, np.float16),
+               device)
 
 
 def test_asarray_bad_input(device):
@@ -424,7 +426,7 @@ def test_asarray_bad_input(device):
     with pytest.raises(TypeError, match=r"^asarray: converting a complex array to dtype float32"):
         xp.asarray(xp.asarray([1j], device=device), dtype=xp.float32)
     with pytest.raises(TypeError, match=r"^asarray: dtype must be one of the Array API dtypes"):
-        xp.asarray([1], dtype="float16", device=device)
+        xp.asarray([1], dtype="datetime64", device=device)
     with pytest.raises(TypeError, match=r"^asarray: copy must be True, False or None"):
         xp.asarray([1], copy="yes", device=device)
 
@@ -477,8 +479,9 @@ def test_from_dlpack_bad_input(f32_device):
     with pytest.raises(AttributeError, match=r"^from_dlpack: x must implement __dlpack__ and "
                                              r"__dlpack_device__. Received: x of type list"):
         xp.from_dlpack([1, 2])
-    with pytest.raises(TypeError, match=r"^from_dlpack: x has a dtype outside the Array API"):
-        xp.from_dlpack(np.ones(2, np.float16))
+    with pytest.raises(TypeError, match=r"^from_dlpack: the numpy backend cannot import "
+                                        r"bfloat16 DLPack data"):
+        xp.from_dlpack(np.ones(2, xp.bfloat16._np))
     with pytest.raises(xp.MissingCapabilityError, match=r"^from_dlpack: device fakef32:0 does "
                                                         r"not support dtype float64"):
         xp.from_dlpack(np.ones(2), device=f32_device)

@@ -77,6 +77,7 @@ class CupyBackend:
         self.native_type = None
         self._cupy = None
         self._dist = None
+        self._bfloat16 = False  # whether the loaded CuPy takes bfloat16 (load())
 
     # ---- discovery -----------------------------------------------------------------
 
@@ -133,6 +134,7 @@ class CupyBackend:
             raise RuntimeError(f"CuPy sees no {self.library} device")
         self._cupy = cupy
         self._dist = self._distribution()
+        self._bfloat16 = takes_bfloat16(getattr(cupy, "__version__", ""))
         self.native_type = cupy.ndarray
         self._devices = tuple(
             Device(self.device_kind, i, backend_name=self.name) for i in range(count))
@@ -153,10 +155,22 @@ class CupyBackend:
         return self._ops.get(device, self.ops)
 
     def dtypes(self, device) -> tuple:
-        return _dtypes.ALL_DTYPES
+        # float16 is CuPy's own; bfloat16 is ml_dtypes' dtype, which CuPy takes from 14.
+        if self._bfloat16:
+            return _dtypes.EVERY_DTYPE
+        return (*_dtypes.ALL_DTYPES, _dtypes.float16)
 
     def capabilities(self, device) -> dict:
-        return {"float64": True, "complex128": True}
+        return {"float64": True, "complex128": True, "float16": True,
+                "bfloat16": self._bfloat16}
+
+    def missing_capability(self, device, dtype):
+        """What ``dtype`` needs that this CuPy lacks (bfloat16 before CuPy 14), or None."""
+        if dtype is _dtypes.bfloat16 and not self._bfloat16:
+            cupy = self._cupy
+            found = getattr(cupy, "__version__", "unknown") if cupy is not None else "none"
+            return f"bfloat16 arrays: they need CuPy >= 14 (installed: {found})"
+        return None
 
     def versions(self) -> dict:
         out = {}
@@ -292,3 +306,13 @@ class _Guarded:
 
         setattr(self, name, guarded)  # made once per name
         return guarded
+
+
+def takes_bfloat16(version: str) -> bool:
+    """Whether a CuPy of ``version`` takes ml_dtypes' bfloat16 arrays.
+
+    Note: CuPy 14 added bfloat16 through ml_dtypes (cupy PR #9494); older releases
+    refuse the dtype, and the backend then lists float16 alone of the 16-bit dtypes.
+    """
+    head = version.split(".", 1)[0]
+    return head.isdigit() and int(head) >= 14

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ._dtypes import INDEX
+from ._dtypes import INDEX, kind_of
 
 __all__ = ["CoreFunctions"]
 
@@ -23,9 +23,11 @@ class CoreFunctions:
     def astype(self, a, dtype, /, copy=True):
         """``a`` converted to the DType ``dtype``."""
         src, dst = a.dtype, dtype._np
-        if src.kind in "fc" and (
-            dst.kind in "iu"
-            or dst.itemsize // (1 + (dst.kind == "c")) < src.itemsize // (1 + (src.kind == "c"))
+        sk, dk = kind_of(src), kind_of(dst)
+        if sk in "fc" and (
+            dk in "iu"
+            or dst.itemsize // (1 + (dk == "c")) < src.itemsize // (1 + (sk == "c"))
+            or (dst.itemsize == src.itemsize == 2 and dst != src)  # float16 <-> bfloat16
         ):
             # NaN/inf to integers and overflow to a narrower float are defined by the
             # standard as implementation-dependent / IEEE; the module's warnings are noise.

@@ -7,14 +7,26 @@ Array modules that mirror NumPy's API (NumPy, CuPy) describe their buffers with
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["COMPLEX_OF", "INDEX", "REAL_OF", "UINT64"]
+__all__ = ["BFLOAT16", "COMPLEX_OF", "INDEX", "REAL_OF", "UINT64", "kind_of"]
 
 INDEX = np.dtype(np.int64)
 """The dtype of index results (argmax, argsort, nonzero, unique's indices and counts)."""
 
 UINT64 = np.dtype(np.uint64)
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+"""ml_dtypes' bfloat16; NumPy files it under kind ``"V"``."""
+
+
+def kind_of(dtype) -> str:
+    """``dtype.kind``, with ``"f"`` for bfloat16 (a real floating dtype to tessera)."""
+    kind = dtype.kind
+    if kind == "V" and dtype == BFLOAT16:
+        return "f"
+    return kind
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)

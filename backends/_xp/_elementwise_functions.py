@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
+from ._dtypes import kind_of
+
 __all__ = ["MODULE_FUNCTIONS", "ElementwiseFunctions"]
 
 # The standard's names that the module's functions share.
@@ -82,7 +84,12 @@ class ElementwiseFunctions:
         """
         if lo is None and hi is None:
             return a.copy()
-        return self.m.asarray(self.m.clip(a, lo, hi))
+        r = self.m.asarray(self.m.clip(a, lo, hi))
+        if r.dtype != a.dtype:
+            # Note: ml_dtypes' bfloat16 clip answers in float32; the cast back gives
+            # what clipping to the bounds rounded to a's dtype gives.
+            r = r.astype(a.dtype)
+        return r
 
     # ---- special-case patches every module needs ---------------------------------
 
@@ -96,7 +103,7 @@ class ElementwiseFunctions:
         """
         m = self.m
         r = m.floor_divide(a, b)
-        if r.dtype.kind != "f":
+        if kind_of(r.dtype) != "f":
             return r
         inf_a, inf_b = m.isinf(a), m.isinf(b)
         if not (self.mask_any(inf_a) or self.mask_any(inf_b)):
@@ -179,7 +186,7 @@ class ElementwiseFunctions:
         zero with ``b``'s sign). Bound when ``remainder_by_inf_ok`` is False."""
         m = self.m
         r = m.remainder(a, b)
-        if r.dtype.kind != "f":
+        if kind_of(r.dtype) != "f":
             return r
         mask = m.isfinite(a) & m.isinf(b)
         if not self.mask_any(mask):

@@ -10,6 +10,7 @@ from tessera_array._errors import LinAlgError
 
 from ._core import CoreFunctions
 from ._creation_functions import CreationFunctions
+from ._dtypes import BFLOAT16
 from ._elementwise_functions import MODULE_FUNCTIONS, ElementwiseFunctions
 from ._linalg import LinalgFunctions
 from ._linear_algebra_functions import LinearAlgebraFunctions
@@ -77,6 +78,13 @@ class Namespace(
     ``isin_takes_scalars`` (True)
         ``m.isin`` takes a Python scalar on either side. CuPy: False (the scalar is
         made a 0-d buffer of the other operand's dtype first).
+    ``probe_bfloat16_loops`` (False)
+        Probe every module function of :data:`MODULE_FUNCTIONS` with a bfloat16 buffer
+        once, when the namespace is built, and bind :func:`via_float32` in place of
+        those that have no bfloat16 loop (they compute in float32 and round back).
+        NumPy: True (ml_dtypes' ufunc coverage varies by version; a probe costs a few
+        microseconds). CuPy: False (a probe compiles a kernel; CuPy 14's own bfloat16
+        support answers).
     ``cholesky_has_upper`` (True)
         ``m.linalg.cholesky`` takes ``upper=``. CuPy: False (``U = L^H`` is used).
     ``linalg_library`` ("LAPACK")
@@ -126,6 +134,7 @@ class Namespace(
     complex_specials_ok = True
     nextafter_equal_ok = True
     isin_takes_scalars = True
+    probe_bfloat16_loops = False
     cholesky_has_upper = True
     linalg_library = "LAPACK"
     quiet = contextlib.nullcontext
@@ -164,6 +173,27 @@ class Namespace(
         if not (self.index_arrays_checked and self.scatter_last_wins
                 and self.stores_negative_zero):
             self.setitem = self.setitem_checked
+        if self.probe_bfloat16_loops:
+            for name in self.bfloat16_gaps():
+                setattr(self, name, via_float32(getattr(self, name), m))
+
+    def bfloat16_gaps(self) -> list:
+        """The names of :data:`MODULE_FUNCTIONS` bound to the module's function that
+        refuse bfloat16 operands (no loop for them), bitwise functions aside."""
+        m = self.m
+        sample = m.asarray([0.5, 1.5], dtype=BFLOAT16)
+        gaps = []
+        for name, attr in MODULE_FUNCTIONS.items():
+            fn = getattr(self, name)
+            if fn is not getattr(m, attr) or name.startswith("bitwise_"):
+                continue  # a patch of the namespace's own, or integer-only
+            nin = getattr(fn, "nin", 1)
+            try:
+                with self.quiet():
+                    fn(*(sample,) * nin)
+            except TypeError:
+                gaps.append(name)
+        return gaps
 
     def members(self) -> dict:
         """``{name: callable}`` for every name of the ops contract this namespace has."""
@@ -217,12 +247,33 @@ class Namespace(
 _TRAITS = (
     "host_reads_cheap", "basic_views", "index_arrays_checked", "scatter_last_wins", "stores_negative_zero",
     "remainder_by_inf_ok", "complex_specials_ok", "nextafter_equal_ok", "isin_takes_scalars",
-    "cholesky_has_upper", "linalg_library",
+    "probe_bfloat16_loops", "cholesky_has_upper", "linalg_library",
 )
 
 
 def _maybe_any(mask) -> bool:
     return True
+
+
+def via_float32(fn, m):
+    """``fn`` for a module function without a bfloat16 loop: bfloat16 operands are
+    computed in float32 and a float32 result is rounded back to bfloat16.
+
+    Note: one rounding of the float32 result, as PyTorch computes bfloat16 math
+    functions on the CPU; other dtypes call ``fn`` unchanged.
+    """
+    f32 = m.dtype(m.float32)
+
+    def op(*args, **kwargs):
+        if not any(getattr(a, "dtype", None) == BFLOAT16 for a in args):
+            return fn(*args, **kwargs)
+        wide = [a.astype(f32) if getattr(a, "dtype", None) == BFLOAT16 else a for a in args]
+        r = fn(*wide, **kwargs)
+        return r.astype(BFLOAT16) if getattr(r, "dtype", None) == f32 else r
+
+    op.__name__ = op.__qualname__ = getattr(fn, "__name__", "op")
+    op.__wrapped__ = fn
+    return op
 
 
 def _np_linalg_error():

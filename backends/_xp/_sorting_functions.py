@@ -8,7 +8,7 @@ reversed and its indices mapped back.
 
 from __future__ import annotations
 
-from ._dtypes import INDEX
+from ._dtypes import INDEX, kind_of
 
 __all__ = ["SortingFunctions"]
 
@@ -35,7 +35,7 @@ class SortingFunctions:
             r = a.copy()
             r.sort(axis, "stable" if stable else None)
             return r
-        if stable and a.dtype.kind in "fc":
+        if stable and kind_of(a.dtype) in "fc":
             # Values that compare equal can still differ (-0.0/+0.0, NaN payloads):
             # gather through the stable descending order.
             idx = self.argsort(a, axis=axis, descending=True, stable=True)

@@ -18,6 +18,8 @@ from . import _ops
 
 __all__ = ["backend", "NumpyBackend"]
 
+_BFLOAT16 = _dtypes.bfloat16._np
+
 
 class NumpyBackend:
     name = "numpy"
@@ -46,7 +48,9 @@ class NumpyBackend:
         return (self._device,)
 
     def dtypes(self, device) -> tuple:
-        return _dtypes.ALL_DTYPES
+        # The standard's dtypes and the 16-bit extension dtypes (NumPy's float16,
+        # ml_dtypes' bfloat16).
+        return _dtypes.EVERY_DTYPE
 
     def capabilities(self, device) -> dict:
         return {"float64": True, "complex128": True}
@@ -87,6 +91,14 @@ class NumpyBackend:
 
     @staticmethod
     def dlpack(native, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if native.dtype == _BFLOAT16:
+            # Note: NumPy's DLPack exporter has no bfloat16 (DLPack's kDLBfloat, code 4).
+            raise BufferError(
+                "__dlpack__: the numpy backend cannot export bfloat16 through DLPack "
+                "(NumPy's exporter lacks kDLBfloat, code 4); convert with "
+                "astype(x, float32) first, or pass the data through numpy.asarray(x). "
+                "Received: x.dtype=bfloat16"
+            )
         return export_dlpack(native, stream=stream, max_version=max_version,
                              dl_device=dl_device, copy=copy)
 
@@ -97,7 +109,17 @@ class NumpyBackend:
     @staticmethod
     def from_dlpack(obj, *, device=None, copy=None):
         """Import any DLPack producer into host memory (producers on other devices copy)."""
-        return np.from_dlpack(obj, device="cpu", copy=copy)
+        try:
+            return np.from_dlpack(obj, device="cpu", copy=copy)
+        except (BufferError, RuntimeError) as err:
+            if "bfloat16" not in str(getattr(obj, "dtype", "")):
+                raise
+            # Note: NumPy's DLPack importer has no bfloat16 (kDLBfloat, code 4).
+            raise TypeError(
+                "from_dlpack: the numpy backend cannot import bfloat16 DLPack data (NumPy's "
+                "importer lacks kDLBfloat, code 4); convert the producer to float32 first. "
+                f"Received: x of type {type(obj).__name__} with dtype {obj.dtype}"
+            ) from err
 
     # ---- kernels ---------------------------------------------------------------
 

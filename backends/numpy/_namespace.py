@@ -171,6 +171,7 @@ class NumpyNamespace(Namespace):
     """The standard's namespace over ``numpy.ndarray`` buffers (``backend.ops``)."""
 
     host_reads_cheap = True
+    probe_bfloat16_loops = True  # ml_dtypes' bfloat16 ufuncs vary by version
     quiet = functools.partial(np.errstate, all="ignore")
     quiet_context = quiet_context()
     call_quietly = staticmethod(call_quietly)

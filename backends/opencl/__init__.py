@@ -131,7 +131,9 @@ class OpenclBackend:
 
     def capabilities(self, device) -> dict:
         ext = self.extensions(device)
-        return {"float64": "cl_khr_fp64" in ext, "complex128": "cl_khr_fp64" in ext}
+        # float16/bfloat16: no OpenCL kernels take them yet (see missing_capability).
+        return {"float64": "cl_khr_fp64" in ext, "complex128": "cl_khr_fp64" in ext,
+                "float16": False, "bfloat16": False}
 
     def dtypes(self, device) -> tuple:
         hit = self._dtypes.get(device)
@@ -143,11 +145,23 @@ class OpenclBackend:
         return hit
 
     def missing_capability(self, device, dtype):
-        """The extension ``dtype`` needs that ``device`` lacks, or None."""
+        """The extension ``dtype`` needs that ``device`` lacks, or None.
+
+        The 16-bit extension dtypes are refused on every OpenCL device: bfloat16 because
+        OpenCL C has no bfloat16 type, float16 because a device needs ``cl_khr_fp16``
+        for it and the backend's kernels are not built for ``half`` yet.
+        """
         if dtype in (_dtypes.float64, _dtypes.complex128) and (
             "cl_khr_fp64" not in self.extensions(device)
         ):
             return "cl_khr_fp64"
+        if dtype is _dtypes.float16:
+            if "cl_khr_fp16" not in self.extensions(device):
+                return "cl_khr_fp16"
+            return ("float16 kernels: it has cl_khr_fp16, but tessera's OpenCL kernels "
+                    "are not built for half yet")
+        if dtype is _dtypes.bfloat16:
+            return "bfloat16 support: OpenCL C has no bfloat16 type"
         return None
 
     def versions(self) -> dict:

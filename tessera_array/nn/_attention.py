@@ -48,7 +48,7 @@ from .. import _dtypes
 from .._array import Array
 from .._dispatch import lookup
 from .._errors import DeviceMismatchError
-from .._helpers import check_array, wrap_as
+from .._helpers import check_array, refuse_half, wrap_as
 from ..random import check_dropout_p, check_u64, dropout_keep_threshold
 
 __all__ = ["attention", "attention_backward"]
@@ -152,6 +152,7 @@ def _prepare(func, q, k, v, attn_mask, is_causal, scale, dropout_p, seed, offset
         raise TypeError(
             f"{func}: q, k and v must have a real floating-point dtype. Received: q.dtype={dt}"
         )
+    refuse_half(func, dt, "q", "no attention kernel is registered for them yet")
     if k._dtype is not dt or v._dtype is not dt:
         raise TypeError(
             f"{func}: q, k and v must have the same dtype. "
@@ -340,7 +341,8 @@ def attention(q: Array, k: Array, v: Array, /, *, attn_mask: Array | None = None
     -----
     Backend notes: the NumPy backend's kernel is FlashAttention-2's tiled online
     softmax on BLAS, memory O(S*D), float32 accumulation (float64 for float64).
-    tessera_array has no float16/bfloat16 dtype yet: float32 and float64 only.
+    float16/bfloat16 inputs raise TypeError: no backend registers an attention kernel
+    for them yet (float32 and float64 only).
     """
     func = "attention"
     pr = _prepare(func, q, k, v, attn_mask, is_causal, scale, dropout_p, seed, offset,

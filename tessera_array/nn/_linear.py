@@ -34,7 +34,7 @@ from .. import _dtypes
 from .._array import Array
 from .._dispatch import lookup
 from .._errors import DeviceMismatchError
-from .._helpers import check_array, wrap_as
+from .._helpers import check_array, refuse_half, wrap_as
 from ._attention import _sum_to  # the one reduction of a broadcast gradient
 
 __all__ = ["linear", "linear_backward"]
@@ -50,6 +50,7 @@ def _check(func: str, x, weight, bias, residual, extra=()):
             check_array(a, func, name)
             named.append((name, a))
     dev, dt = x._device, x._dtype
+    refuse_half(func, dt, "x", "no linear kernel is registered for them yet")
     if dt not in _dtypes.REAL_FLOATING:
         raise TypeError(
             f"{func}: x must have a real floating-point dtype (float32 or float64). "

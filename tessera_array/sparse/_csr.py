@@ -22,6 +22,13 @@ def _xp():
     return tessera_array
 
 
+def _refuse_half(func: str, data) -> None:
+    """TypeError for float16/bfloat16 data: no spmv kernel is registered for them."""
+    from .._helpers import refuse_half
+
+    refuse_half(func, data._dtype, "data", "no sparse kernel is registered for them")
+
+
 def _product_variant(device, dtype) -> str:
     """The ``spmv`` variant of a csr_array's own products on ``device``: its backend's
     ``matmul`` row of the routing table for the floating dtypes; ``default`` for the
@@ -163,6 +170,7 @@ class csr_array:
             )
         if dtype is not None and data.dtype != dtype:
             data = xp.astype(data, dtype)
+        _refuse_half("csr_array", data)
         nnz = data.shape[0]
         if indptr.shape[0] < 1:
             raise ValueError("csr_array: indptr must have at least one entry. Received: "
@@ -239,8 +247,10 @@ class csr_array:
     def astype(self, dtype) -> csr_array:
         """A copy with ``data`` cast to ``dtype``."""
         xp = _xp()
-        return csr_array._from_parts(xp.astype(self.data, dtype), self.indices, self.indptr,
-                                     self._shape, self._device)
+        data = xp.astype(self.data, dtype)
+        _refuse_half("csr_array.astype", data)
+        return csr_array._from_parts(data, self.indices, self.indptr, self._shape,
+                                     self._device)
 
     def to_device(self, device, /) -> csr_array:
         """The same matrix on ``device``."""
