@@ -12,6 +12,13 @@ is read back to the host (``# sync:``), as SciPy and CuPy do; the small least-sq
 problem is solved there, with Givens rotations (:func:`_lartg`) and back substitution
 (:func:`_cdiv` for complex entries).
 
+On a device that registers ``gmres_fused`` (CUDA: a persistent cooperative kernel) the
+restart cycles run there instead (:func:`_gmres_fused`; the contract
+:mod:`._fused_gmres`): after the set-up reads (||b||, ||M b||), one launch and one read
+per run of cycles, the Arnoldi process, rotations, triangular solve and every test on the
+device; callable operators, ``products="blas"`` and restarts past the backend's limit
+keep the loop below.
+
 On native buffers: the restart loop, :func:`_gmres_loop`, is written once against a few
 vector operations (:mod:`tessera_array.sparse.linalg._vectors`); a device that registers
 ``krylov_vectors`` (the NumPy backend) runs it on its native buffers, without an Array

@@ -970,7 +970,11 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     """Solve ``A x = b`` with BiCGSTAB; SciPy's signature, recurrence and ``info``.
 
     ``-10``: ``rho`` breakdown; ``-11``: ``omega`` breakdown or ``rtilde^H v = 0``.
-    Synchronizes twice per iteration (two residual norms) plus the breakdown tests.
+    Synchronizes twice per iteration (two residual norms) plus the breakdown tests; on a
+    device that registers ``bicgstab_fused`` (CUDA: one persistent cooperative kernel,
+    for stored matrices ``A`` and ``M``) once per run of iterations instead, every test
+    on the device (with a callback: a run is one iteration, and the callback gets a copy
+    of x).
     ``products`` (tessera): where the dot products sum, ``"device"`` (default) or
     ``"blas"`` (the host BLAS's order: SciPy's iterates; see the module docstring).
     """
