@@ -113,7 +113,7 @@ class FusedGMRES:
             name = _name(dt, index[0], index[1], warp)
             kernel = _kernels.function(FILE, name, dev)
             blocks = geometry(n, lanes_of(a, m), warp, _kernels.multiprocessors(dev),
-                              _resident_blocks(kernel, name, dev))
+                              _resident_blocks(kernel, name, dev), BLOCKS_PER_SM)
             nz = n if m.kind != OP_NONE else 0
             parts = 2 * (RESTART_MAX + 2) * blocks
             # One T workspace: r, z (M's products), the basis V, y, the partial sums.
