@@ -22,3 +22,53 @@ def convection_diffusion(k, c=(20.0, 10.0)):
     lap = (sp.kron(eye, d2) + sp.kron(d2, eye)) / h**2
     conv = (c[0] * sp.kron(eye, d1) + c[1] * sp.kron(d1, eye)) / h
     return (lap + conv).tocsr()
+
+
+# ---- dense systems and right-hand sides of the fused-solver tests (tests/test_cuda_*) ----
+
+
+def nonsymmetric(n, seed=2, dtype=np.float64):
+    """A dense nonsymmetric, well-conditioned matrix (3 I plus a random part of norm ~1);
+    complex dtypes get a random imaginary part too."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, n)) / np.sqrt(n) + 3 * np.eye(n)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((n, n)) / np.sqrt(n)
+    return a.astype(dtype)
+
+
+def spd(n, seed=1):
+    """A dense SPD matrix ``g g^T / n + 0.05 I``."""
+    g = np.random.default_rng(seed).standard_normal((n, n))
+    return g @ g.T / n + 0.05 * np.eye(n)
+
+
+def hermitian(n, seed=3):
+    """A dense Hermitian positive definite matrix ``g g^H / n + 0.5 I``."""
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    return g @ g.conj().T / n + 0.5 * np.eye(n)
+
+
+def rhs(n, seed=5, dtype=np.float64):
+    """A random right-hand side (complex parts for a complex dtype)."""
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal(n)
+    if np.dtype(dtype).kind == "c":
+        b = b + 1j * rng.standard_normal(n)
+    return b.astype(dtype)
+
+
+def assert_reports_close(one, two, host, rtol):
+    """Two ``(x, info, SolveReport)`` results agree: the same info and iteration count,
+    residual histories of one length within ``rtol`` (of the largest norm), and x within
+    ``rtol`` of the largest entry; ``host(x)`` gives x as a NumPy array."""
+    (x1, i1, r1), (x2, i2, r2) = one, two
+    assert i1 == i2 and r1.iterations == r2.iterations, (i1, i2, r1, r2)
+    h1, h2 = np.asarray(r1.residual_norms), np.asarray(r2.residual_norms)
+    assert h1.shape == h2.shape
+    np.testing.assert_allclose(h1, h2, rtol=rtol, atol=rtol * h2.max())
+    a1, a2 = host(x1), host(x2)
+    assert a1.dtype == a2.dtype
+    err = np.abs(a1 - a2).max() / np.abs(a2).max()
+    assert err <= rtol, err

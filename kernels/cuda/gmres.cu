@@ -284,24 +284,24 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 status = S_NONFINITE;
                 break;
             }
+            // w -= V[0..col]^T h on this block's rows (each term the two-step axpy's)
+            const auto project_out = [&](const T *h) {
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
+                    T wi = w[i];
+                    for (int k = 0; k <= col; ++k) wi = sub(wi, mul(h[k], V[(long long)k * n + i]));
+                    w[i] = wi;
+                }
+            };
             for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
             __syncthreads();
-            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
-                T wi = w[i];
-                for (int k = 0; k <= col; ++k) wi = sub(wi, mul(proj[k], V[(long long)k * n + i]));
-                w[i] = wi;
-            }
+            project_out(proj);
             __syncthreads();
             // The second projection.
             g.partials(col + 1, [&](int k, long long i) {
                 return conj_mul(V[(long long)k * n + i], w[i]);
             });
             g.reduce(col + 1);
-            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
-                T wi = w[i];
-                for (int k = 0; k <= col; ++k) wi = sub(wi, mul(sums[k], V[(long long)k * n + i]));
-                w[i] = wi;
-            }
+            project_out(sums);
             if (lead) {  // the Hessenberg column: the two projections summed
                 S *h = hess + (long long)col * (restart + 1);
                 for (int k = 0; k <= col; ++k) h[k] = add(to_small(proj[k]), to_small(sums[k]));
