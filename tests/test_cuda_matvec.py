@@ -79,10 +79,12 @@ def assert_close(got, ref, dtype, scale=1.0):
 
 def test_register_mirrors_numpy_backend():
     """Every (op, dtype, variant) the NumPy backend registers for these families, except the
-    host-BLAS-order ``blas`` variants (the generic host fallback's)."""
+    host-BLAS-order ``blas`` variants (the generic host fallback's); ``linear``'s float16
+    and bfloat16 come with the CUDA build's cuBLASLt (``register_cublaslt``)."""
     ours, theirs = KernelRegistry(), KernelRegistry()
     for mod in (cu_matvec, cu_sparse):
         mod.register(ours, "cuda")
+    cu_matvec.register_cublaslt(ours, "cuda")
     for mod in (np_matvec, np_sparse):
         mod.register(theirs, "numpy")
 
