@@ -18,16 +18,16 @@ adam, adamw    ``adam_step``/``adamw_step``, 10 x 10M      ``torch.optim.Adam``/
                float32 (10 x 1M)                           (``fused=True``) ``.step()``
 adafactor      ``adafactor_step``, 6 x 4096^2 (6 x 1024^2)  ``torch.optim.Adafactor``
                                                            (``foreach=True``) ``.step()``
-linear         ``nn.linear(x, w, b, r)`` float32 4096^3     ``torch.addmm(b, x, w.T) + r``
-               (1024^3)
+linear         ``nn.linear(x, w, b, r)`` float32, bfloat16,  ``torch.addmm(b, x, w.T) + r``
+               float16 4096^3 (1024^3)                     (same dtype, same operands)
 fft            ``fft_c2c`` 16384 x 1024 complex64 and      ``cupy.fft.fft(axis=-1)`` (cuFFT)
                complex128 (1024 x 1024)
 =============  ==========================================  ==================================
 
 Targets (ratio = tessera time / peer time): overhead <= 1.2 at size 1 and <= 1.02 at 1e7;
 matvec warp float32 4096^2 <= 1.0; spmv scalar/warp float32 Poisson 1024^2 <=
-1/1.5; Adam/AdamW <= 1.0 (the goal 1/1.2); Adafactor <= 0.25; linear <= 1.0; fft complex64
-<= 1/0.95.
+1/1.5; Adam/AdamW <= 1.0 (the goal 1/1.2); Adafactor <= 0.25; linear <= 1.0 (each dtype);
+fft complex64 <= 1/0.95.
 The ``default`` matvec and spmv variants are cuBLAS and cuSPARSE themselves: control rows,
 no target. The optimizer rows also report the effective bandwidth, 7 x 4 bytes per
 parameter (read p, g, m, v; write p, m, v).
@@ -329,7 +329,25 @@ def _state_check(rtol):
     return check
 
 
-def _linear(ctx, n):
+# bf16/fp16 rows: both sides multiply the same rounded operands; each result is within
+# half an ulp of its own float32 accumulation (torch rounds twice: the addmm, then + r)
+LINEAR_RTOL = {"float32": 1e-5, "bfloat16": 2.0**-7, "float16": 2.0**-10}
+
+
+def _needs_any_dtype(device, name: str) -> None:
+    """Unavailable when ``device`` holds no ``name`` dtype, the extension dtypes included
+    (``info.dtypes()`` lists the standard's only: bfloat16 before CuPy 14 is missing)."""
+    from tessera_array._helpers import supports_dtype
+
+    from ._core import Unavailable
+
+    dt = dtype_of(name)
+    if not supports_dtype(device, dt):
+        why = device._backend.missing_capability(device, dt) or "not held"
+        raise Unavailable(f"{device} has no {name}: {why}")
+
+
+def _linear(ctx, n, dtype="float32"):
     def setup():
         cp = _cupy()
 
@@ -338,25 +356,35 @@ def _linear(ctx, n):
 
         dev = ctx.device
         torch = _torch(dev)
+        _needs_any_dtype(dev, dtype)
+        host = dtype_of(dtype)._np  # (ml_dtypes' bfloat16 for "bfloat16")
         rng = np.random.default_rng(SEED)
-        x, w, r = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(3))
-        b = rng.standard_normal(n, dtype=np.float32)
+        # the operands rounded to the dtype on the host: both sides get the same values
+        x, w, r = (rng.standard_normal((n, n), dtype=np.float32).astype(host)
+                   for _ in range(3))
+        b = rng.standard_normal(n, dtype=np.float32).astype(host)
         ours = {k: xp.asarray(v, device=dev) for k, v in zip("xwbr", (x, w, b, r))}
-        theirs = {"t" + k: torch.from_numpy(v).to(f"cuda:{dev.index}")
-                  for k, v in zip("xwbr", (x, w, b, r))}
-        return {"nn": nn, "torch": torch, "cp": cp, "fetch": _fetch(dev), **ours, **theirs}
+        tdt = getattr(torch, dtype)
+        theirs = {"t" + k: torch.from_numpy(v.astype(np.float32)).to(f"cuda:{dev.index}")
+                  .to(tdt) for k, v in zip("xwbr", (x, w, b, r))}
+        return {"nn": nn, "torch": torch, "cp": cp, "fetch": _fetch(dev), "dtype": dtype,
+                **ours, **theirs}
 
     return setup
 
 
 def _linear_check(t, p, ns):
-    # n float32 terms per dot product on each side, in different orders: the scale of the
-    # largest output times float32 rounding, with room for the sum's length.
-    got, want = ns["fetch"](t), p.detach().cpu().numpy()
+    # float32: n terms per dot product on each side, in different orders: the scale of the
+    # largest output times float32 rounding, with room for the sum's length. float16 and
+    # bfloat16: float32 accumulation on both sides, then the rounding to 16 bits (twice
+    # for torch): the dtype's eps of the largest output.
+    rtol = LINEAR_RTOL[ns["dtype"]]
+    got = ns["fetch"](t).astype(np.float64)
+    want = p.detach().float().cpu().numpy().astype(np.float64)
     err = np.abs(got - want).max()
-    if not err <= 1e-5 * np.abs(want).max():
-        raise AssertionError(f"linear: max |tessera - torch| = {err}, "
-                             f"max |torch| = {np.abs(want).max()}")
+    if not err <= rtol * np.abs(want).max():
+        raise AssertionError(f"linear {ns['dtype']}: max |tessera - torch| = {err}, "
+                             f"max |torch| = {np.abs(want).max()}, rtol {rtol}")
 
 
 def _fft(ctx, batch, n, dtype):
@@ -429,10 +457,14 @@ def benchmarks(ctx) -> list:
          "dtype": "float32"},
         peer_name="torch", target=0.25, check=_state_check(1e-5), timers=_torch_timers)
     n = 1024 if quick else 4096
-    add("linear", f"float32 {n}^3", "nn.linear(x, w, b, r)", "torch.addmm(tb, tx, tw.T) + tr",
-        _linear(ctx, n), "linear",
-        {"label": "linear bias residual", "m x k x n": f"{n} x {n} x {n}", "dtype": "float32"},
-        peer_name="torch", target=1.0, check=_linear_check, timers=_torch_timers)
+    for dtype in ("float32", "bfloat16", "float16"):
+        # the 16-bit rows: one cuBLASLt call (16-bit A/B/C/D, float32 accumulation, the
+        # bias in its epilogue, the residual as C) against torch's bf16/fp16 addmm + add
+        add("linear", f"{dtype} {n}^3", "nn.linear(x, w, b, r)",
+            "torch.addmm(tb, tx, tw.T) + tr", _linear(ctx, n, dtype), "linear",
+            {"label": "linear bias residual", "m x k x n": f"{n} x {n} x {n}",
+             "dtype": dtype},
+            peer_name="torch", target=1.0, check=_linear_check, timers=_torch_timers)
     batch = 1024 if quick else 16384
     for dtype in ("complex64", "complex128"):
         add("fft", f"{dtype} {batch}x1024", "fft(z_d, (n,), (1,), 'backward', True)",

@@ -39,8 +39,9 @@ class KernelNotFoundError(TesseraError, NotImplementedError):
 
 
 class KernelDTypeError(KernelNotFoundError, TypeError):
-    """No kernel of the op takes the dtype at all (float16 and bfloat16 have none yet):
-    a KernelNotFoundError, and a TypeError as a wrong dtype is."""
+    """No kernel of the op takes the dtype on the backend (float16 and bfloat16 have
+    kernels for a few ops only, e.g. ``linear`` on numpy and cuda): a
+    KernelNotFoundError, and a TypeError as a wrong dtype is."""
 
 
 class KernelCompileError(TesseraError, RuntimeError):

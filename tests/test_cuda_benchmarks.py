@@ -92,9 +92,15 @@ def test_cuda_suite_declares_each_row_with_its_peer_and_target():
     assert ada.params["shape"] == (4096, 4096) and ada.params["tensors"] == 6
     assert ada.target == 0.25
 
-    (lin,) = [b for b in full.values() if b.name == "linear"]
-    assert lin.params["m x k x n"] == "4096 x 4096 x 4096" and lin.target == 1.0
-    assert lin.timers is suite_module._torch_timers
+    lins = {b.params["dtype"]: b for b in full.values() if b.name == "linear"}
+    assert sorted(lins) == ["bfloat16", "float16", "float32"]  # the 16-bit rows beside
+    for dtype, lin in lins.items():
+        assert lin.id == f"cuda_vs_peers/linear[{dtype} 4096^3]"
+        assert lin.params["m x k x n"] == "4096 x 4096 x 4096" and lin.target == 1.0
+        assert lin.timers is suite_module._torch_timers
+        assert lin.check is suite_module._linear_check
+        assert lin.peer == "torch.addmm(tb, tx, tw.T) + tr"
+    assert {b.params["dtype"] for b in quick.values() if b.name == "linear"} == set(lins)
 
     fft = full["cuda_vs_peers/fft[complex64 16384x1024]"]
     assert fft.params["shape"] == (16384, 1024)

@@ -79,10 +79,12 @@ def assert_close(got, ref, dtype, scale=1.0):
 
 def test_register_mirrors_numpy_backend():
     """Every (op, dtype, variant) the NumPy backend registers for these families, except the
-    host-BLAS-order ``blas`` variants (the generic host fallback's)."""
+    host-BLAS-order ``blas`` variants (the generic host fallback's); ``linear``'s float16
+    and bfloat16 come with the CUDA build's cuBLASLt (``register_cublaslt``)."""
     ours, theirs = KernelRegistry(), KernelRegistry()
     for mod in (cu_matvec, cu_sparse):
         mod.register(ours, "cuda")
+    cu_matvec.register_cublaslt(ours, "cuda")
     for mod in (np_matvec, np_sparse):
         mod.register(theirs, "numpy")
 
@@ -586,3 +588,142 @@ def test_cublaslt_enums_match_the_headers():
     for name, value in _cublaslt.ENUMS.items():
         m = re.search(rf"\b{name}\s*=\s*(\d+)", text)
         assert m is not None and int(m.group(1)) == value, (name, value, m and m.group(0))
+
+
+# ---- nn.linear in float16 and bfloat16: cuBLASLt on 16-bit operands, float32 accumulation ----
+
+# max |error| / max |reference| against the float64 product of the rounded operands: one
+# rounding of the result (half an ulp) over a float32 accumulation
+RTOL16 = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
+HALF_NAMES = ["float16", "bfloat16"]
+
+
+def _half_np(name):
+    import ml_dtypes
+
+    return np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+
+
+def _held_half(name):
+    dt = getattr(_dtypes, name)
+    if dt not in BACKEND.dtypes(BACKEND.devices()[0]):
+        pytest.skip(f"cuda: {BACKEND.missing_capability(BACKEND.devices()[0], dt)}")
+    return dt
+
+
+def _rounded(rng, shape, name):
+    """Random host data rounded to the 16-bit dtype: (its device copy, its float64 values)."""
+    h = rng.standard_normal(shape).astype(np.float32).astype(_half_np(name))
+    return dev(h), h.astype(np.float64)
+
+
+def _rel16(out, ref, name):
+    got = cupy.asnumpy(out)
+    assert got.dtype == _half_np(name) and got.shape == ref.shape
+    got = got.astype(np.float64)
+    assert np.all(np.isfinite(got)), "an element left poisoned (NaN)"
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+@pytest.mark.parametrize("name", HALF_NAMES)
+@pytest.mark.parametrize("with_bias,with_res", [(True, True), (True, False), (False, True),
+                                                (False, False)])
+def test_linear_half_takes_cublaslt(name, with_bias, with_res, monkeypatch):
+    """16-bit operands, a bias vector and a full residual (or neither): one cuBLASLt call
+    (A/B/C/D 16-bit, float32 compute, the bias in the epilogue, the residual as C with
+    beta = 1) into the poisoned output, within the dtype's tolerance of float64."""
+    from tessera_array.backends._cupy import _cublaslt
+
+    from tessera_array._dispatch import registry
+
+    dt = _held_half(name)
+    assert registry.lookup("linear", "cuda", dt) is cu_matvec.linear_cublaslt
+    calls = []
+    real = _cublaslt.linear_lt
+
+    def spy(*args):
+        calls.append(real(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(_cublaslt, "linear_lt", spy)
+    rng = np.random.default_rng(43)
+    (x, x64), (w, w64) = _rounded(rng, (3, 37, 72), name), _rounded(rng, (48, 72), name)
+    (b, b64), (r, r64) = _rounded(rng, (48,), name), _rounded(rng, (3, 37, 48), name)
+    ref = x64 @ w64.T + (b64 if with_bias else 0) + (r64 if with_res else 0)
+    out = cu_matvec.linear_cublaslt(x, w, b if with_bias else None, r if with_res else None)
+    assert calls == [True]
+    assert out.dtype == _half_np(name) and out.flags.c_contiguous
+    assert _rel16(out, ref, name) <= RTOL16[name]
+
+
+@pytest.mark.parametrize("name", HALF_NAMES)
+def test_linear_half_other_layouts_compute_in_float32(name, monkeypatch):
+    """A broadcast residual, an (n, 1)-shaped bias, a misaligned residual, or the
+    launcher without cuBLASLt: no cuBLASLt call; float32 copies through the pre-filled
+    gemm, the result rounded once, within the dtype's tolerance."""
+    from tessera_array.backends._cupy import _cublaslt
+
+    _held_half(name)
+    monkeypatch.setattr(_cublaslt, "linear_lt", lambda *a: pytest.fail("cuBLASLt called"))
+    rng = np.random.default_rng(44)
+    (x, x64), (w, w64) = _rounded(rng, (9, 16), name), _rounded(rng, (9, 16), name)
+    (b, b64), (r1, r164) = _rounded(rng, (9,), name), _rounded(rng, (1, 9), name)
+    (bc, bc64) = _rounded(rng, (9, 1), name)
+    buf, buf64 = _rounded(rng, (9 * 9 + 1,), name)
+    misaligned, mis64 = buf[1:].reshape(9, 9), buf64[1:].reshape(9, 9)
+    cases = [((b, r1), b64 + r164), ((bc, None), bc64), ((b, misaligned), b64 + mis64)]
+    for (bb, rr), extra in cases:
+        out = cu_matvec.linear_cublaslt(x, w, bb, rr)
+        assert _rel16(out, x64 @ w64.T + extra, name) <= RTOL16[name]
+    out = cu_matvec.linear(x, w, b, r1)  # (the registration without cuBLASLt)
+    assert _rel16(out, x64 @ w64.T + b64 + r164, name) <= RTOL16[name]
+
+
+def test_linear_cublaslt_plans_keep_dtypes_apart():
+    """One layout in float32, bfloat16 and float16 in turn: each its own cuBLASLt plan
+    (descriptors of its types), each result right for its dtype."""
+    rng = np.random.default_rng(45)
+    x64, w64 = rng.standard_normal((64, 96)), rng.standard_normal((80, 96))
+    b64, r64 = rng.standard_normal(80), rng.standard_normal((64, 80))
+    for name in ("float32", "bfloat16", "float16", "float32"):
+        if name == "float32":
+            cast = [dev(a.astype(np.float32)) for a in (x64, w64, b64, r64)]
+            out = cu_matvec.linear_cublaslt(*cast)
+            got = cupy.asnumpy(out).astype(np.float64)
+            ref = x64 @ w64.T + b64 + r64
+            assert np.abs(got - ref).max() <= TOL[np.float32] * np.abs(ref).max()
+            continue
+        if getattr(_dtypes, name) not in BACKEND.dtypes(BACKEND.devices()[0]):
+            continue
+        hs = [a.astype(np.float32).astype(_half_np(name)) for a in (x64, w64, b64, r64)]
+        out = cu_matvec.linear_cublaslt(*(dev(h) for h in hs))
+        x, w, b, r = (h.astype(np.float64) for h in hs)
+        assert _rel16(out, x @ w.T + b + r, name) <= RTOL16[name]
+
+
+@pytest.mark.parametrize("name", HALF_NAMES)
+def test_nn_linear_half_on_cuda(name):
+    """Through the namespace on cuda:0: nn.linear (1024 x 512 x 768, bias and residual)
+    and nn.linear_backward against the float64 results of the rounded operands, and
+    nn.linear_reference (float32 math, one rounding) on the same device."""
+    import tessera_array as xp
+    from tessera_array import nn
+
+    dt = _held_half(name)
+    dev0 = BACKEND.devices()[0]
+    rng = np.random.default_rng(46)
+    hs = [rng.standard_normal(s).astype(np.float32).astype(_half_np(name))
+          for s in ((1024, 512), (768, 512), (768,), (1024, 768), (1024, 768))]
+    x64, w64, b64, r64, g64 = (h.astype(np.float64) for h in hs)
+    X, W, B, R, G = (xp.asarray(h, device=dev0) for h in hs)
+    assert X.dtype is dt and X.device == dev0
+    out = nn.linear(X, W, B, R)
+    assert out.dtype is dt and out.device == dev0
+    ref = x64 @ w64.T + b64 + r64
+    assert _rel16(out._data, ref, name) <= RTOL16[name]
+    again = nn.linear_reference(X, W, B, R)
+    assert _rel16(again._data, ref, name) <= RTOL16[name]
+    grads = nn.linear_backward(X, W, G, bias=B, residual=R)
+    for got, want in zip(grads, (g64 @ w64, g64.T @ x64, g64.sum(0), g64)):
+        assert got.dtype is dt and got.device == dev0
+        assert _rel16(got._data, want, name) <= RTOL16[name]

@@ -2,7 +2,10 @@
 
 Float32 results must be within ``RTOL32`` (max abs error over max abs value) of the
 float64 product, float64 within ``RTOL64``; the gradients are checked against the float64
-reference, central finite differences, and torch when it is installed.
+reference, central finite differences, and torch when it is installed. float16 and
+bfloat16 results (computed in float32, rounded once) are checked against the float64
+product of the rounded operands within the dtype's eps (``RTOL16``), and against the
+namespace reference (float32 math, one rounding).
 """
 
 from __future__ import annotations
@@ -15,10 +18,15 @@ import pytest
 
 import tessera_array as xp
 from tessera_array import nn
+from tessera_array._helpers import supports_dtype
 from tessera_array.nn._reference import linear_backward_reference, linear_reference
 
 RTOL32 = 1e-6
 RTOL64 = 1e-12
+# float16/bfloat16 outputs: one rounding (half an ulp, eps / 2 of the value) over a float32
+# accumulation: eps of the largest value bounds it
+RTOL16 = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
+HALF = ["float16", "bfloat16"]
 K, N = 24, 9  # in_features, out_features: a float32 dot of 24 terms rounds below 1e-6
 
 X_SHAPES = [(K,), (7, K), (2, 3, K), (2, 1, 4, K), (0, K)]
@@ -302,3 +310,187 @@ def test_empty_dimensions(device, rkn):
                                residual=A[3])
     assert [g.shape for g in grads] == [(r, k), (n, k), (n,), (r, n)]
     np.testing.assert_array_equal(_np(grads[2]), np.full(n, float(r), "f"))
+
+
+# ---- float16 and bfloat16: computed in float32, rounded once -----------------------------
+
+
+def _half_on(device, a, dtype):
+    """``a`` (float64) rounded to the 16-bit ``dtype`` on ``device``, and those rounded
+    values in float64 (what the reference multiplies)."""
+    if a is None:
+        return None, None
+    h = xp.astype(xp.asarray(np.asarray(a, np.float32), device=device), getattr(xp, dtype))
+    return h, _np(h).astype(np.float64)
+
+
+def _half_kernel(device, dtype) -> bool:
+    """Whether the device's backend registers a 16-bit ``linear`` (numpy, cuda)."""
+    from tessera_array._dispatch import registry
+
+    try:
+        registry.lookup("linear", device._backend.name, getattr(xp, dtype))
+    except xp.KernelDTypeError:
+        return False
+    return True
+
+
+def _needs_half(device, dtype):
+    if not supports_dtype(device, getattr(xp, dtype)):
+        pytest.skip(f"{device} does not hold {dtype} (test_opencl_keeps_refusing_half "
+                    f"checks the error)")
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("rkind", ["none", "full", "row", "col", "scalar"])
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("xs", [(K,), (7, K), (2, 3, K), (0, K)],
+                         ids=lambda s: "x" + "x".join(map(str, s)))
+def test_linear_half_matches_float64(device, dtype, xs, bias, rkind):
+    _needs_half(device, dtype)
+    rng = np.random.default_rng(zlib.crc32(repr((dtype, xs, bias, rkind)).encode()))
+    halves = [_half_on(device, a, dtype) for a in _operands(rng, xs, bias, rkind)]
+    ops16 = [h for h, _ in halves]
+    ref = _expected(*(r for _, r in halves))
+    if not _half_kernel(device, dtype):  # (rocm: no cuBLASLt, no 16-bit kernel)
+        with pytest.raises(xp.KernelDTypeError, match=r"^linear: no kernel for op=linear"):
+            nn.linear(*ops16)
+        return
+    out = nn.linear(*ops16)
+    assert out.dtype == getattr(xp, dtype) and out.device == device
+    got = _np(out)
+    assert got.dtype == getattr(xp, dtype)._np and got.shape == ref.shape
+    assert np.all(np.isfinite(got.astype(np.float64)))
+    assert _rel(got, ref) <= RTOL16[dtype]
+    # the namespace reference: float32 math rounded once, the same dtype
+    again = linear_reference(*ops16)
+    assert again.dtype == getattr(xp, dtype)
+    assert _rel(_np(again), ref) <= RTOL16[dtype]
+    assert _rel(got, _np(again).astype(np.float64)) <= RTOL16[dtype]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_linear_half_reference_rounds_once(dtype):
+    """The reference computes in float32 and rounds to the 16-bit dtype at the end: equal
+    to NumPy's float32 composition rounded once, bit for bit; the NumPy launcher agrees."""
+    rng = np.random.default_rng(21)
+    halves = [_half_on("cpu", a, dtype) for a in _operands(rng, (6, K), True, "full")]
+    ops16 = [h for h, _ in halves]
+    x, w, b, r = (a.astype(np.float32) for _, a in halves)
+    want = (np.matmul(x, w.T) + b + r).astype(getattr(xp, dtype)._np)
+    np.testing.assert_array_equal(_np(linear_reference(*ops16)), want)
+    from tessera_array.backends.numpy import matvec
+
+    got = matvec.linear_half(*(o._data for o in ops16))
+    assert got.dtype == want.dtype and got.flags.c_contiguous
+    # bias + residual summed first there: at most one ulp apart
+    assert _rel(got, want.astype(np.float64)) <= RTOL16[dtype]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_numpy_linear_half_is_one_sgemm(dtype, monkeypatch):
+    """On the CPU a 16-bit linear is one sgemm (float32) into the pre-filled float32
+    output, then one rounding; registered for both 16-bit dtypes."""
+    pytest.importorskip("scipy")
+    from scipy.linalg import blas
+    from tessera_array.backends.numpy import matvec
+
+    from tessera_array._dispatch import registry
+
+    assert registry.lookup("linear", "numpy", getattr(xp, dtype)) is matvec.linear_half
+    calls = []
+    real = blas.sgemm
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("beta"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(blas, "sgemm", spy)
+    monkeypatch.setattr(blas, "dgemm", lambda *a, **k: pytest.fail("dgemm called"))
+    rng = np.random.default_rng(22)
+    halves = [_half_on("cpu", a, dtype) for a in _operands(rng, (2, 5, K), True, "col")]
+    out = nn.linear(*(h for h, _ in halves))
+    assert calls == [1.0]
+    assert out.dtype == getattr(xp, dtype) and out.shape == (2, 5, N)
+    assert _rel(_np(out), _expected(*(a for _, a in halves))) <= RTOL16[dtype]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("rkind", ["none", "full", "col"])
+def test_linear_backward_half(device, dtype, rkind):
+    """Gradients of 16-bit operands: computed in float32, each rounded once; against the
+    float64 gradients of the rounded operands and the namespace reference."""
+    _needs_half(device, dtype)
+    rng = np.random.default_rng(23)
+    xs = (2, 3, K)
+    halves = [_half_on(device, a, dtype) for a in _operands(rng, xs, True, rkind)]
+    gh, g = _half_on(device, rng.standard_normal(xs[:-1] + (N,)), dtype)
+    (xh, x), (wh, w), (bh, _), (rh, r) = halves
+    grads = nn.linear_backward(xh, wh, gh, bias=bh, residual=rh)
+    g2, x2 = g.reshape(-1, N), x.reshape(-1, K)
+    want = [g @ w, g2.T @ x2, g2.sum(0)]
+    if r is not None:
+        s = g.sum(axis=tuple(range(g.ndim - r.ndim)))
+        want.append(s.sum(axis=tuple(i for i, n in enumerate(r.shape) if n == 1),
+                          keepdims=True).reshape(r.shape))
+    else:
+        assert grads[3] is None
+    refs = linear_backward_reference(xh, wh, gh, bias=bh, residual=rh)
+    for got, ref, w64 in zip(grads, refs, want):
+        assert got.dtype == getattr(xp, dtype) and got.device == device
+        assert _rel(_np(got), w64) <= RTOL16[dtype]
+        assert ref.dtype == getattr(xp, dtype)
+        assert _rel(_np(ref), w64) <= RTOL16[dtype]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed "
+                    "(the float64 product of the rounded operands is the reference above)")
+@pytest.mark.parametrize("dtype", HALF)
+def test_linear_half_matches_torch_cpu(dtype):
+    """torch's CPU ``linear(x, w, b) + r`` in the 16-bit dtype against nn.linear: each
+    within the dtype's eps of the other (torch rounds the addmm, then the sum)."""
+    import torch
+
+    rng = np.random.default_rng(24)
+    halves = [_half_on("cpu", a, dtype) for a in _operands(rng, (2, 3, K), True, "full")]
+    tdt = getattr(torch, dtype)
+    tx, tw, tb, tr = (torch.tensor(a, dtype=torch.float64).to(tdt) for _, a in halves)
+    want = (torch.nn.functional.linear(tx, tw, tb) + tr).to(torch.float64).numpy()
+    got = _np(nn.linear(*(h for h, _ in halves)))
+    assert _rel(got, want) <= RTOL16[dtype]
+    assert _rel(got, _expected(*(a for _, a in halves))) <= RTOL16[dtype]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_linear_half_mixed_dtypes_follow_the_rules(dtype):
+    """Every operand has x's dtype, as for float32 (no promotion, as torch)."""
+    dt = getattr(xp, dtype)
+    x = xp.ones((3, K), dtype=dt)
+    w = xp.ones((N, K), dtype=dt)
+    with pytest.raises(TypeError, match=rf"^linear: bias must have x's dtype .*"
+                                        rf"x\.dtype={dtype}, bias\.dtype=float32"):
+        nn.linear(x, w, xp.ones(N, dtype=xp.float32))
+    with pytest.raises(TypeError, match=rf"^linear: weight must have x's dtype .*"
+                                        rf"x\.dtype=float32, weight\.dtype={dtype}"):
+        nn.linear(xp.ones((3, K), dtype=xp.float32), w)
+    with pytest.raises(TypeError, match=r"^linear_backward: dout must have x's dtype .*"
+                                        r"dout\.dtype=float32"):
+        nn.linear_backward(x, w, xp.ones((3, N), dtype=xp.float32))
+
+
+def test_opencl_keeps_refusing_half():
+    """OpenCL holds no 16-bit arrays (a TypeError naming the missing capability) and
+    registers no 16-bit linear kernel (a KernelDTypeError, a TypeError)."""
+    from tessera_array import _discovery
+    from tessera_array._dispatch import registry
+
+    be = _discovery.loaded_backends().get("opencl")
+    if be is None:
+        pytest.skip("opencl: not loaded")
+    dev = be.devices()[0]
+    for dt in (xp.float16, xp.bfloat16):
+        with pytest.raises(TypeError, match=rf"{dt.name}"):
+            xp.zeros((3, K), dtype=dt, device=dev)
+        with pytest.raises(xp.KernelDTypeError, match=r"^linear: no kernel for op=linear, "
+                                                       r"backend=opencl"):
+            registry.lookup("linear", "opencl", dt)

@@ -209,7 +209,10 @@ def test_register_mirrors_numpy_backend():
     def strip(reg):
         return {(k.op, k.dtype, k.variant) for k in KernelRegistry.keys(reg)}
 
-    assert strip(ours) == strip(theirs)
+    # the NumPy backend's 16-bit linear has no OpenCL counterpart (no 16-bit arrays there)
+    half = {k for k in strip(theirs) if k[1] in _dtypes.HALF_FLOATING}
+    assert half == {("linear", dt, "default") for dt in _dtypes.HALF_FLOATING}
+    assert strip(ours) == strip(theirs) - half
     # every solver's routed variant resolves, dense and sparse
     # (``default``, the ``matmul`` row's, is the kernel DEFAULT_IS names)
     for variant in {v for row in MATVEC_ROUTING.values() for v in row.values()}:

@@ -172,10 +172,11 @@ class HostFallback:
                          writes=_written(spec.signature, _OP_WRITES.get(name, ())),
                          returns=spec.returns)
 
-    def register_kernels(self, registry) -> tuple:
+    def register_kernels(self, registry, *, skip_dtypes=()) -> tuple:
         """Register the host backend's kernel, through a fallback, for every
         ``(op, dtype, variant)`` of the contract's kernel ops that ``registry`` holds no
-        kernel of this backend for; returns the ops so covered.
+        kernel of this backend for, dtypes of ``skip_dtypes`` aside; returns the ops so
+        covered.
 
         Launchers that return a device-state object (``cg_fused``) are left out: their
         state cannot live in host copies. Without such a kernel the front end takes its
@@ -190,7 +191,7 @@ class HostFallback:
         made: dict = {}
         for key in host.keys():  # noqa: SIM118 - a registry, not a dict
             spec = KERNELS.get(key.op)
-            if spec is None or spec.returns == "object" or (
+            if spec is None or spec.returns == "object" or key.dtype in skip_dtypes or (
                 (key.op, key.dtype, key.variant) in have
             ):
                 continue

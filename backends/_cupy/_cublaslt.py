@@ -2,10 +2,19 @@
 C operand (``beta = 1``), for ``nn.linear`` on CUDA (CuPy binds cuBLAS, not cuBLASLt).
 
 ``linear_lt(x2, w, bias, residual, out)`` computes ``out = x2 @ w.T + bias + residual``
-for C-contiguous float32 or float64 ``x2`` (m, k), ``w`` (n, k), ``out`` (m, n), a
-contiguous ``bias`` of n elements or None and a C-contiguous ``residual`` (m, n) or None,
-in one cuBLASLt call on the current stream, and returns False (nothing launched) where
-cuBLASLt offers no algorithm for the layout (the caller then pre-fills and calls gemm).
+for C-contiguous float32, float64, float16 or bfloat16 ``x2`` (m, k), ``w`` (n, k), ``out``
+(m, n) of one dtype, a contiguous ``bias`` of n elements or None and a C-contiguous
+``residual`` (m, n) or None, in one cuBLASLt call on the current stream, and returns False
+(nothing launched) where cuBLASLt offers no algorithm for the layout (the caller then
+pre-fills and calls gemm).
+
+float16 and bfloat16: A, B, C and D are 16-bit (``CUDA_R_16F``, ``CUDA_R_16BF``), the
+products accumulate in float32 (``CUBLAS_COMPUTE_32F``, float ``alpha``/``beta``: the
+scale type ``CUDA_R_32F``), and the result, bias and residual added, is rounded to 16 bits
+once, as torch's ``addmm`` on the GPU. The bias is read in D's type: that is cuBLASLt's
+rule while ``CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE`` is left unset (its default, -1, means
+"D's type" for every output but FP8 and IMMA ones; cublasLt.h), so no attribute is set
+for it.
 Column-major, as cuBLASLt reads memory: ``out^T (n x m) = (w^T)^T x^T`` with A = w (k x n,
 transposed), B = x (k x m), C = residual^T, D = out^T, the bias one value per row of D:
 torch's ``addmm`` takes the same call, with its residual added by a second kernel.
@@ -25,11 +34,15 @@ import threading
 
 from tessera_array.backends._common import memo
 
-__all__ = ["ENUMS", "library_path", "linear_lt"]
+__all__ = ["DTYPES", "ENUMS", "library_path", "linear_lt"]
 
-# cublasLt.h, cublas_api.h, library_types.h
+# cublasLt.h, cublas_api.h, library_types.h. The 16-bit values (CUDA_R_16F, CUDA_R_16BF)
+# and CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE (named in the docstring, not set) were checked
+# against NVIDIA's nvmath-python bindings generated from those headers (cycublasLt.pxd,
+# cycublas.pxd, nvmath/_utils.py's cudaDataType) and a preprocessed library_types.h;
+# test_cuda_matvec.py checks every value against the toolkit's headers where installed.
 ENUMS = {
-    "CUDA_R_32F": 0, "CUDA_R_64F": 1,
+    "CUDA_R_32F": 0, "CUDA_R_64F": 1, "CUDA_R_16F": 2, "CUDA_R_16BF": 14,
     "CUBLAS_COMPUTE_32F": 68, "CUBLAS_COMPUTE_64F": 70,
     "CUBLAS_OP_N": 0, "CUBLAS_OP_T": 1,
     "CUBLASLT_MATMUL_DESC_TRANSA": 3, "CUBLASLT_MATMUL_DESC_TRANSB": 4,
@@ -40,8 +53,15 @@ ENUMS = {
 _E = ENUMS
 WORKSPACE_BYTES = 1 << 25  # 32 MiB, what torch gives cuBLASLt on Hopper
 
-_TYPES = {"float32": (_E["CUDA_R_32F"], _E["CUBLAS_COMPUTE_32F"], ctypes.c_float),
-          "float64": (_E["CUDA_R_64F"], _E["CUBLAS_COMPUTE_64F"], ctypes.c_double)}
+# dtype name -> (A/B/C/D type, compute type, scale type, host type of alpha and beta)
+_TYPES = {
+    "float32": (_E["CUDA_R_32F"], _E["CUBLAS_COMPUTE_32F"], _E["CUDA_R_32F"], ctypes.c_float),
+    "float64": (_E["CUDA_R_64F"], _E["CUBLAS_COMPUTE_64F"], _E["CUDA_R_64F"], ctypes.c_double),
+    "float16": (_E["CUDA_R_16F"], _E["CUBLAS_COMPUTE_32F"], _E["CUDA_R_32F"], ctypes.c_float),
+    "bfloat16": (_E["CUDA_R_16BF"], _E["CUBLAS_COMPUTE_32F"], _E["CUDA_R_32F"], ctypes.c_float),
+}
+DTYPES = tuple(_TYPES)
+"""The dtype names :func:`linear_lt` takes."""
 
 
 class _Heuristic(ctypes.Structure):
@@ -128,11 +148,11 @@ def _plan(device_id, dtype_name, m, n, k, bias: bool):
         return _plans[key]
     lib = _library()
     handle, _ = _handle(device_id)
-    dt, compute, scalar = _TYPES[dtype_name]
+    dt, compute, scale, scalar = _TYPES[dtype_name]
     plan = _Plan()
     plan.scalar = scalar
     desc = ctypes.c_void_p()
-    _ok(lib.cublasLtMatmulDescCreate(ctypes.byref(desc), compute, dt),
+    _ok(lib.cublasLtMatmulDescCreate(ctypes.byref(desc), compute, scale),
         "cublasLtMatmulDescCreate")
     _set(lib.cublasLtMatmulDescSetAttribute, desc, "CUBLASLT_MATMUL_DESC_TRANSA",
          ctypes.c_int(_E["CUBLAS_OP_T"]))

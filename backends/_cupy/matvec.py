@@ -15,9 +15,11 @@ The NumPy backend's call signatures and semantics
     (real results equal NumPy's bit for bit; ``kernels/cuda/blas1.cu``). ``alpha`` is a
     Python scalar or a 0-d ``cupy.ndarray`` of ``y``'s dtype, read on the device (no sync).
 ``linear(x, weight, bias, residual)``
-    ``x @ weight.T + bias + residual``: on CUDA in float32 one cuBLASLt matmul with the bias
-    in its epilogue and the residual as its C (``beta = 1``); elsewhere (float64, ROCm, odd
-    layouts) the output pre-filled with the additions, then one cuBLAS gemm into it.
+    ``x @ weight.T + bias + residual``: on CUDA in float32, float16 and bfloat16 one cuBLASLt
+    matmul with the bias in its epilogue and the residual as its C (``beta = 1``; the
+    16-bit dtypes accumulate in float32); elsewhere (float64, ROCm, odd layouts) the output
+    pre-filled with the additions, then one cuBLAS gemm into it (16-bit operands: in
+    float32, rounded back once). float16/bfloat16 are registered on CUDA only.
 ``vecdot(x, y)`` / ``vecmat(x, a)``
     ``conj(x) . y`` of two vectors as a new 0-d array (a block-reduction kernel and a
     final pass, no host read), and ``conj(x) @ a`` for ``x`` (k,) and ``a`` (k, n)
@@ -26,7 +28,8 @@ The NumPy backend's call signatures and semantics
 
 Every launcher makes its operands' device current and launches on its current stream;
 outputs the kernels write come from :func:`._kernels.empty`. Registered for float32,
-float64, complex64 and complex128.
+float64, complex64 and complex128 (``linear``: float32 and float64, and with cuBLASLt
+float16 and bfloat16).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ DOT_PER_THREAD = 8  # elements per thread before the dot product takes another b
 DOT_PARTS_MAX = 1024  # blocks (partial sums) of one dot product at most
 
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
+_HALF_NP = frozenset(np.dtype(d._np) for d in _dtypes.HALF_FLOATING)
+_LT_NP = _HALF_NP | {np.dtype(np.float32)}  # the dtypes linear hands to cuBLASLt
 CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
          np.dtype(np.complex64): "tessera::cfloat", np.dtype(np.complex128): "tessera::cdouble"}
 
@@ -331,19 +336,25 @@ def vecmat(x, a):
 def linear(x, weight, bias=None, residual=None, *, lt=False):
     """``x @ weight.T + bias + residual`` (the ``linear`` op; shapes checked by nn.linear).
 
-    With ``lt`` (:func:`linear_cublaslt`, the builds with cuBLASLt), in float32, one
-    cuBLASLt matmul (:mod:`._cublaslt`: the bias in its epilogue,
-    the residual as C with ``beta = 1``) where the bias is a vector of ``weight.shape[0]``
-    elements, the residual has the output's shape and every operand is contiguous and
-    256-byte aligned. Otherwise: the output pre-filled with ``residual + bias`` (one pass),
-    then one cuBLAS gemm accumulating into it (``beta = 1``, CuPy's ``cublas.gemm``), as
-    the NumPy backend's sgemm; with neither, CuPy's ``matmul``. A non-contiguous ``x``
-    or ``weight`` is copied first (gemm reads C- or F-ordered matrices only)."""
+    With ``lt`` (:func:`linear_cublaslt`, the builds with cuBLASLt), in float32, float16
+    or bfloat16, one cuBLASLt matmul (:mod:`._cublaslt`: the bias in its epilogue, the
+    residual as C with ``beta = 1``; the 16-bit dtypes accumulate in float32 and round
+    once) where the bias is a vector of ``weight.shape[0]`` elements, the residual has the
+    output's shape and every operand is contiguous and 256-byte aligned. Otherwise: the
+    output pre-filled with ``residual + bias`` (one pass), then one cuBLAS gemm
+    accumulating into it (``beta = 1``, CuPy's ``cublas.gemm``), as the NumPy backend's
+    sgemm; with neither, CuPy's ``matmul``. A non-contiguous ``x`` or ``weight`` is copied
+    first (gemm reads C- or F-ordered matrices only). float16 and bfloat16 in another
+    layout (or where cuBLASLt has no algorithm): that path on float32 copies of the
+    operands, the result rounded to the 16-bit dtype once (as the NumPy backend)."""
     cupy = _cupy()
     from cupy import cublas
 
     with x.device:
-        if bias is None and residual is None:
+        half = x.dtype in _HALF_NP
+        if half and not lt:
+            return _linear_in_float32(x, weight, bias, residual)
+        if bias is None and residual is None and not half:
             return cupy.matmul(x, weight.T)
         n, k = weight.shape
         lead = x.shape[:-1]
@@ -359,6 +370,8 @@ def linear(x, weight, bias=None, residual=None, *, lt=False):
                 r = None if residual is None else residual.reshape(rows, n)
                 if _cublaslt.linear_lt(x2, w, b, r, out.reshape(rows, n)):
                     return out
+        if half:
+            return _linear_in_float32(x, weight, bias, residual)
         if bias is not None and residual is not None:
             cupy.add(residual, bias, out=out)
         else:
@@ -369,12 +382,27 @@ def linear(x, weight, bias=None, residual=None, *, lt=False):
         return out
 
 
+def _linear_in_float32(x, weight, bias, residual):
+    """:func:`linear` of 16-bit operands outside cuBLASLt: float32 copies through the
+    float32 path (the pre-filled gemm), the result rounded to x's dtype once."""
+    f32 = np.float32
+
+    def up(a):
+        return None if a is None else a.astype(f32)
+
+    out32 = linear(up(x), up(weight), up(bias), up(residual))
+    out = _kernels.empty(out32.shape, x.dtype)
+    out[...] = out32  # (one rounding to 16 bits)
+    return out
+
+
 def _lt_fits(x2, w, bias, residual, out, n) -> bool:
     """Whether cuBLASLt's epilogue call takes these operands (CUDA, one dtype, a bias
     vector, a residual of the output's shape, contiguous and 256-byte aligned)."""
-    # float32 only: for float64, cuBLASLt's heuristic choice took 4.66 ms at 4096^3 on the
-    # H200 where CuPy's gemm (cublasGemmEx, FP64 tensor cores) takes 2.35 (NOTES.md)
-    if out.dtype != np.float32:
+    # float32 and the 16-bit dtypes only: for float64, cuBLASLt's heuristic choice took
+    # 4.66 ms at 4096^3 on the H200 where CuPy's gemm (cublasGemmEx, FP64 tensor cores)
+    # takes 2.35 (NOTES.md)
+    if out.dtype not in _LT_NP:
         return False
     for a, shaped in ((bias, False), (residual, True)):
         if a is None:
@@ -394,9 +422,12 @@ def linear_cublaslt(x, weight, bias=None, residual=None):
 
 def register_cublaslt(registry, backend_name: str) -> None:
     """``linear`` through cuBLASLt where the build has it (the CUDA backend's
-    ``blas_lt``): replaces :func:`register`'s ``linear``."""
+    ``blas_lt``): replaces :func:`register`'s ``linear`` for float32 and float64, and
+    registers it for float16 and bfloat16 (cuBLASLt's 16-bit matmul with float32
+    accumulation; builds without cuBLASLt have no 16-bit ``linear``)."""
     registry.register("linear", backend_name, _dtypes.REAL_FLOATING, linear_cublaslt,
                       replace=True)
+    registry.register("linear", backend_name, _dtypes.HALF_FLOATING, linear_cublaslt)
 
 
 def instances(warp: int) -> list:

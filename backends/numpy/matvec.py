@@ -186,12 +186,28 @@ def linear(x: np.ndarray, weight: np.ndarray, bias=None, residual=None) -> np.nd
     return out
 
 
+def linear_half(x: np.ndarray, weight: np.ndarray, bias=None, residual=None) -> np.ndarray:
+    """:func:`linear` of float16 or bfloat16 operands: computed in float32 (one sgemm into
+    the output pre-filled in float32) and rounded to the 16-bit dtype once.
+
+    Note: torch on the CPU computes its 16-bit addmm so (float32 accumulation, one
+    rounding); NumPy's float16 matmul has no BLAS, and ml_dtypes' bfloat16 matmul answers
+    in float32.
+    """
+    f32 = np.float32
+    out32 = linear(x.astype(f32), weight.astype(f32),
+                   None if bias is None else bias.astype(f32),
+                   None if residual is None else residual.astype(f32))
+    return out32.astype(x.dtype)
+
+
 def register(registry, backend_name: str) -> None:
     for variant in VARIANTS:
         registry.register("matvec", backend_name, _dtypes.FLOATING, dense_matvec, variant=variant)
     registry.register("axpy", backend_name, _dtypes.FLOATING, axpy)
     registry.register("aypx", backend_name, _dtypes.FLOATING, aypx)
     registry.register("linear", backend_name, _dtypes.REAL_FLOATING, linear)
+    registry.register("linear", backend_name, _dtypes.HALF_FLOATING, linear_half)
     # vecdot / vecmat (the Krylov solvers' products): NumPy's own, which is the host BLAS's
     # order, under both variants (see backends/opencl/dot.py for what "blas" means there).
     for variant in ("default", "blas"):

@@ -86,5 +86,11 @@ def op(name: str):
 
 def register_kernel_fallbacks(registry) -> tuple:
     """Register the NumPy backend's kernels, through the host fallback, for the kernel ops
-    of the contract that the OpenCL families do not cover (listed as ``kernel <op>``)."""
-    return FALLBACK.register_kernels(registry)
+    of the contract that the OpenCL families do not cover (listed as ``kernel <op>``).
+
+    The host's float16/bfloat16 kernels (``linear``) are left out: an OpenCL device holds
+    no 16-bit arrays (``OpenclBackend.missing_capability``), so their lookups keep
+    refusing with a KernelDTypeError rather than naming a host path."""
+    from tessera_array import _dtypes
+
+    return FALLBACK.register_kernels(registry, skip_dtypes=_dtypes.HALF_FLOATING)

@@ -16,11 +16,17 @@ shapes already checked; ``bias``/``residual`` None when absent; a fresh C-contig
 =======  =====================================================================
 numpy    one BLAS ?gemm with the output pre-filled by ``bias + residual`` and
          beta = 1 (SciPy's BLAS wrappers, writing in place); without SciPy, NumPy's
-         matmul then the additions
+         matmul then the additions. float16/bfloat16: the same in float32 (one
+         sgemm), the result rounded to the 16-bit dtype once
 opencl   gemm.cl with its accumulate epilogue: the output pre-filled, the
-         kernel adds its products to it
-cuda     the generic composition (matmul, then the additions) on the device, until
-         a CUDA kernel registers under the same key
+         kernel adds its products to it (float32/float64; the device holds no
+         16-bit arrays)
+cuda     float32, float16, bfloat16: one cuBLASLt matmul, the bias in its epilogue
+         and the residual as C with beta = 1 (the 16-bit dtypes accumulate in
+         float32); float64 and other layouts: the output pre-filled, then one
+         cuBLAS gemm into it
+rocm     the pre-filled gemm, float32/float64 only (no 16-bit kernel: a
+         KernelDTypeError, a TypeError, names what is registered)
 =======  =====================================================================
 
 :func:`tessera_array.nn._reference.linear_reference` (the namespace only) is what every
@@ -34,7 +40,7 @@ from .. import _dtypes
 from .._array import Array
 from .._dispatch import lookup
 from .._errors import DeviceMismatchError
-from .._helpers import check_array, refuse_half, wrap_as
+from .._helpers import check_array, wrap_as
 from ._attention import _sum_to  # the one reduction of a broadcast gradient
 
 __all__ = ["linear", "linear_backward"]
@@ -50,11 +56,10 @@ def _check(func: str, x, weight, bias, residual, extra=()):
             check_array(a, func, name)
             named.append((name, a))
     dev, dt = x._device, x._dtype
-    refuse_half(func, dt, "x", "no linear kernel is registered for them yet")
-    if dt not in _dtypes.REAL_FLOATING:
+    if dt not in _dtypes.ANY_REAL_FLOATING:
         raise TypeError(
-            f"{func}: x must have a real floating-point dtype (float32 or float64). "
-            f"Received: x.dtype={dt}"
+            f"{func}: x must have a real floating-point dtype (float32, float64, float16 "
+            f"or bfloat16). Received: x.dtype={dt}"
         )
     for name, a in named:
         if a._device is not dev:
@@ -107,8 +112,8 @@ def linear(x: Array, weight: Array, bias: Array | None = None,
     Parameters
     ----------
     x : Array
-        ``(..., in_features)``, float32 or float64; ``(in_features,)`` gives
-        ``(out_features,)``.
+        ``(..., in_features)``, float32, float64, float16 or bfloat16 (every operand of
+        x's dtype); ``(in_features,)`` gives ``(out_features,)``.
     weight : Array
         ``(out_features, in_features)``.
     bias : Array, optional
@@ -124,7 +129,8 @@ def linear(x: Array, weight: Array, bias: Array | None = None,
     Raises
     ------
     TypeError
-        An operand that is not an Array, or of another dtype than ``x``.
+        An operand that is not an Array, or of another dtype than ``x``; a 16-bit dtype
+        on a backend with no 16-bit ``linear`` kernel (``KernelDTypeError``).
     ValueError
         A shape that does not fit, naming the operand (``DeviceMismatchError``, a
         ValueError, for an operand on another device).
@@ -132,7 +138,12 @@ def linear(x: Array, weight: Array, bias: Array | None = None,
     Notes
     -----
     Backend notes: the module docstring lists each backend's kernel. On the CPU the
-    product and both additions take one BLAS call over a pre-filled output.
+    product and both additions take one BLAS call over a pre-filled output; on CUDA one
+    cuBLASLt call (float32, float16, bfloat16).
+
+    float16 and bfloat16 accumulate in float32, and the result (bias and residual added)
+    is rounded to the 16-bit dtype once: on the CPU as torch's CPU kernels, on CUDA as
+    torch's cuBLASLt ``addmm`` (whose residual add is a second rounding: one fewer here).
     """
     func = "linear"
     dev, dt, _ = _check(func, x, weight, bias, residual)
@@ -166,6 +177,12 @@ def linear_backward(x: Array, weight: Array, dout: Array, *, bias: Array | None 
     ValueError
         ``dout`` not of the output's shape, or a forward operand's shape that does not
         fit (as :func:`linear`); TypeError for a dtype other than x's.
+
+    Notes
+    -----
+    Two matmuls and two sums in the namespace, on every device. float16 and bfloat16
+    operands are computed in float32 and each gradient is rounded to the 16-bit dtype
+    once.
     """
     func = "linear_backward"
     dev, dt, out_shape = _check(func, x, weight, bias, residual, extra=(("dout", dout),))
@@ -176,13 +193,22 @@ def linear_backward(x: Array, weight: Array, dout: Array, *, bias: Array | None 
         )
     ops = dev.ops
     n, k = weight.shape
-    g = dout._data
-    dx = ops.matmul(g, weight._data)  # (..., N) @ (N, K)
+    g, xd, wd = dout._data, x._data, weight._data
+    acc = _dtypes.COMPUTE_IN.get(dt)
+    if acc is not None:
+        # Note: float16/bfloat16 gradients are computed in float32 (the matmuls and the
+        # sums) and each is rounded to the 16-bit dtype once, as torch on the CPU.
+        g, xd, wd = ops.astype(g, acc), ops.astype(xd, acc), ops.astype(wd, acc)
+
+    def back(a):
+        return a if acc is None else ops.astype(a, dt)
+
+    dx = ops.matmul(g, wd)  # (..., N) @ (N, K)
     rows = 1
     for d in out_shape[:-1]:
         rows *= d
     g2 = ops.reshape(g, (rows, n))
-    dw = ops.matmul(ops.matrix_transpose(g2), ops.reshape(x._data, (rows, k)))
-    db = None if bias is None else wrap_as(_sum_to(ops, g, (n,)), dt, dev)
-    dr = None if residual is None else wrap_as(_sum_to(ops, g, residual.shape), dt, dev)
-    return wrap_as(dx, dt, dev), wrap_as(dw, dt, dev), db, dr
+    dw = ops.matmul(ops.matrix_transpose(g2), ops.reshape(xd, (rows, k)))
+    db = None if bias is None else wrap_as(back(_sum_to(ops, g, (n,))), dt, dev)
+    dr = None if residual is None else wrap_as(back(_sum_to(ops, g, residual.shape)), dt, dev)
+    return wrap_as(back(dx), dt, dev), wrap_as(back(dw), dt, dev), db, dr

@@ -134,21 +134,50 @@ def attention_backward_reference(q, k, v, dout, /, *, attn_mask=None, is_causal=
     return _sum_to(xp, dq, q.shape), _sum_to(xp, dkr, k.shape), _sum_to(xp, dvr, v.shape)
 
 
+def _half_compute(xp, dtype):
+    """float32 where ``dtype`` is a 16-bit real floating dtype (float16, bfloat16), else
+    None: the dtype the references compute in."""
+    if xp.isdtype(dtype, "real floating") and xp.finfo(dtype).bits < 32:
+        return xp.float32
+    return None
+
+
+def _up(xp, acc, *arrays):
+    return [a if a is None or acc is None else xp.astype(a, acc) for a in arrays]
+
+
 def linear_reference(x, weight, bias=None, residual=None):
     """``x @ weight.mT + bias + residual`` composed in the inputs' namespace: the reference
-    of every ``linear`` launcher (and the generic composition)."""
+    of every ``linear`` launcher (and the generic composition).
+
+    float16 and bfloat16 operands are computed in float32 and the result is rounded to
+    the 16-bit dtype once, at the end.
+    """
     xp = x.__array_namespace__()
+    dt = x.dtype
+    # Note: 16-bit operands compute in float32 with one rounding at the end, as torch's
+    # CPU addmm does (its CUDA addmm too, cuBLASLt accumulating in float32); a 16-bit
+    # add of bias and residual after a 16-bit matmul would round three times.
+    acc = _half_compute(xp, dt)
+    x, weight, bias, residual = _up(xp, acc, x, weight, bias, residual)
     out = xp.matmul(x, xp.matrix_transpose(weight))
     if bias is not None:
         out = out + bias
     if residual is not None:
         out = out + residual
-    return out
+    return out if acc is None else xp.astype(out, dt)
 
 
 def linear_backward_reference(x, weight, dout, *, bias=None, residual=None):
-    """``(dx, dweight, dbias, dresidual)`` of :func:`linear_reference`, in the namespace."""
+    """``(dx, dweight, dbias, dresidual)`` of :func:`linear_reference`, in the namespace
+    (16-bit operands: computed in float32, each gradient rounded back once)."""
     xp = x.__array_namespace__()
+    dt = x.dtype
+    acc = _half_compute(xp, dt)
+    if acc is not None:
+        x, weight, dout = _up(xp, acc, x, weight, dout)
+        grads = linear_backward_reference(x, weight, dout, bias=bias, residual=residual)
+        return tuple(None if g is None else xp.astype(g, dt) for g in grads)
     dx = xp.matmul(dout, weight)
     g = xp.reshape(dout, (-1, dout.shape[-1])) if dout.ndim != 2 else dout
     xs = xp.reshape(x, (-1, x.shape[-1])) if x.ndim != 2 else x
