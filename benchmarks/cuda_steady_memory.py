@@ -1,7 +1,7 @@
 """GPU memory stays steady over repeated optimizer steps and solves on a CUDA device.
 
 ``python3 -P -m benchmarks.cuda_steady_memory [--device cuda:0] [--reps 1000]
-[--bound-bytes 262144]``, from the repository root. Two workloads, each repeated
+[--bound-bytes 262144]``, from the repository root. Four workloads, each repeated
 ``--reps`` times on the device:
 
 =========  ==================================================================
@@ -9,6 +9,8 @@ adam       ``tessera_array.optim.Adam(params).step(grads)`` on five float32
            parameters of mixed shapes (a 0-d, a vector, a matrix, a 3-D)
 cg         ``tessera_array.sparse.linalg.cg`` on a ``csr_array`` 2-D Poisson
            64^2 (float64, rtol 1e-8), a new right-hand side each solve
+gmres      the same with ``gmres`` (its fused kernel on CUDA)
+bicgstab   the same with ``bicgstab`` (its fused kernel on CUDA)
 =========  ==================================================================
 
 After repetitions 10, 100 and ``--reps`` (the device synchronized, Python's garbage
@@ -16,7 +18,7 @@ collected) it prints CuPy's memory pool's used and total bytes. Whatever a workl
 (kernel plans, address tables, compiled modules) is allocated by its first repetitions;
 used bytes that grow after the 100th by more than ``--bound-bytes`` are a leak: exit 1.
 The first solve is checked against SciPy's (a leak check of a wrong solver proves
-nothing). Exit 0 when both stay steady; 2 (with the reason, no traceback) where there is
+nothing). Exit 0 when every workload stays steady; 2 (with the reason, no traceback) where there is
 no CuPy or no such CUDA device.
 """
 
@@ -53,32 +55,40 @@ def _adam(xp, device):
     return lambda i: opt.step(grads)
 
 
-def _cg(xp, device):
-    import scipy.sparse.linalg as spla
+def _krylov(name):
+    """The workload of solver ``name`` (cg, gmres or bicgstab of
+    ``tessera_array.sparse.linalg``): Poisson 64^2 solves, the first checked against
+    SciPy's."""
 
-    from tessera_array import launchers
-    from tessera_array.sparse import csr_array
-    from tessera_array.sparse.linalg import cg
+    def make(xp, device):
+        import scipy.sparse.linalg as spla
 
-    from ._opencl import poisson
+        from tessera_array import launchers
+        from tessera_array.sparse import csr_array
+        from tessera_array.sparse import linalg as tla
 
-    host = poisson(64, np.float64)
-    a = csr_array(host, device=device)
-    rng = np.random.default_rng(SEED)
-    rhs = [rng.standard_normal(host.shape[0]) for _ in range(4)]
-    bs = [xp.asarray(b, device=device) for b in rhs]
-    x, info = cg(a, bs[0], rtol=1e-8, maxiter=2000)
-    want, winfo = spla.cg(host, rhs[0], rtol=1e-8, maxiter=2000)
-    got = launchers.to_host(launchers.native(x), device)
-    err = float(np.abs(got - want).max() / np.abs(want).max())
-    if info != 0 or winfo != 0 or err > 1e-6:
-        raise AssertionError(f"cg on {device} disagrees with SciPy's: info={info} (SciPy "
-                             f"{winfo}), max rel. difference {err:.3g} > 1e-6")
+        from ._opencl import poisson
 
-    def solve(i):
-        cg(a, bs[i % len(bs)], rtol=1e-8, maxiter=2000)
+        ours, theirs = getattr(tla, name), getattr(spla, name)
+        host = poisson(64, np.float64)
+        a = csr_array(host, device=device)
+        rng = np.random.default_rng(SEED)
+        rhs = [rng.standard_normal(host.shape[0]) for _ in range(4)]
+        bs = [xp.asarray(b, device=device) for b in rhs]
+        x, info = ours(a, bs[0], rtol=1e-8, maxiter=2000)
+        want, winfo = theirs(host, rhs[0], rtol=1e-8, maxiter=2000)
+        got = launchers.to_host(launchers.native(x), device)
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        if info != 0 or winfo != 0 or err > 1e-6:
+            raise AssertionError(f"{name} on {device} disagrees with SciPy's: info={info} "
+                                 f"(SciPy {winfo}), max rel. difference {err:.3g} > 1e-6")
 
-    return solve
+        def solve(i):
+            ours(a, bs[i % len(bs)], rtol=1e-8, maxiter=2000)
+
+        return solve
+
+    return make
 
 
 def _pool_bytes(cupy):
@@ -100,17 +110,17 @@ def _run(name, work, reps, cupy, bound, out) -> bool:
             done += 1
         seen[mark] = _pool_bytes(cupy)
         used, total = seen[mark]
-        print(f"{name:>5}  after {mark:>5}: used {used:>12,d} B  total {total:>12,d} B",
+        print(f"{name:>8}  after {mark:>5}: used {used:>12,d} B  total {total:>12,d} B",
               file=out)
     base = seen.get(100)
     if base is None:
-        print(f"{name:>5}  fewer than 100 repetitions: growth after the 100th not judged",
+        print(f"{name:>8}  fewer than 100 repetitions: growth after the 100th not judged",
               file=out)
         return True
     growth = seen[reps][0] - base[0]
     steady = growth <= bound
     verdict = "steady" if steady else "GROWS"
-    print(f"{name:>5}  {verdict}: used bytes {growth:+,d} B after the 100th repetition "
+    print(f"{name:>8}  {verdict}: used bytes {growth:+,d} B after the 100th repetition "
           f"(bound {bound:,d} B)", file=out)
     return steady
 
@@ -144,7 +154,8 @@ def main(argv=None) -> int:
           f"{cupy.__version__}", file=out)
     steady = True
     with cupy.cuda.Device(device.index):
-        for name, make in (("adam", _adam), ("cg", _cg)):
+        for name, make in (("adam", _adam), ("cg", _krylov("cg")), ("gmres", _krylov("gmres")),
+                           ("bicgstab", _krylov("bicgstab"))):
             steady &= _run(name, make(xp, device), args.reps, cupy, args.bound_bytes, out)
     print(f"{PROG}: {'PASS' if steady else 'FAIL'}", file=out)
     return 0 if steady else 1

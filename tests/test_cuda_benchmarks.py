@@ -236,13 +236,13 @@ def test_steady_memory_script_refuses_cleanly_without_cupy(tmp_path):
 
 
 def test_steady_memory_workloads_and_verdict_on_the_host():
-    """The script's two workloads run through the public API (here on the CPU: the first
+    """The script's workloads run through the public API (here on the CPU: each first
     solve checked against SciPy's), and its verdict fails a pool that keeps growing."""
     import tessera_array as xp
     from benchmarks import cuda_steady_memory as m
 
     host = xp.__array_namespace_info__().devices()[0]
-    for make in (m._adam, m._cg):
+    for make in (m._adam, m._krylov("cg"), m._krylov("gmres"), m._krylov("bicgstab")):
         work = make(xp, host)
         work(0)
         work(1)
