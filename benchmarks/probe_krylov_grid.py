@@ -1,6 +1,7 @@
 """Probe: the fused gmres and bicgstab kernels' time per iteration on a CUDA device at 1
-and 2 blocks a multiprocessor, against cupyx's gmres, by CUDA events over whole solves
-(medians of 15 after 3 warm-up solves; ``rtol = atol = 0``, fixed iteration counts).
+and 2 blocks a multiprocessor, against cupyx's gmres and tessera's generic loops, by CUDA
+events over whole solves (medians of 15 after 3 warm-up solves, the generic loops 5
+after 1; ``rtol = atol = 0``, fixed iteration counts).
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_krylov_grid [--device cuda:0]
 
@@ -73,7 +74,21 @@ def main(argv=None):
                                                               maxiter=iters))
                 print(f"fused gmres  {kind:15s} {dtype} {per}/SM: {t / its:8.2f} us/it "
                       f"({peer / t:5.1f}x cupyx); bicgstab {u / iters:8.2f} us/it")
-            cg.BLOCKS_PER_SM = cb.BLOCKS_PER_SM = 1
+            from tessera_array.sparse.linalg import _gmres, _isolve
+
+            fused = _isolve._bicgstab_fused
+            _isolve._bicgstab_fused = lambda *a: None
+            try:
+                t = _events(lambda a=a_t, v=b_t: _gmres._gmres(
+                    a, v, rtol=0.0, atol=0.0, restart=restart, maxiter=cycles, native=False),
+                    reps=5, warm=1)
+                u = _events(lambda a=a_t, v=b_t: tla.bicgstab(a, v, rtol=0.0, atol=0.0,
+                                                              maxiter=iters), reps=5, warm=1)
+            finally:
+                _isolve._bicgstab_fused = fused
+            print(f"generic loops {kind:15s} {dtype}: gmres {t / its:8.2f} us/it; "
+                  f"bicgstab {u / iters:8.2f} us/it")
+            cg.BLOCKS_PER_SM = cb.BLOCKS_PER_SM = 2
 
 
 if __name__ == "__main__":

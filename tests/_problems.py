@@ -72,3 +72,16 @@ def assert_reports_close(one, two, host, rtol):
     assert a1.dtype == a2.dtype
     err = np.abs(a1 - a2).max() / np.abs(a2).max()
     assert err <= rtol, err
+
+
+def perturbed(a, b, seed):
+    """``a`` (dense or SciPy sparse) and ``b`` with each entry moved by up to one ulp of
+    its dtype, relative, in the form and dtype given."""
+    rng = np.random.default_rng(seed)
+    d = np.asarray(a.toarray() if sp.issparse(a) else a)
+    eps = np.finfo(d.dtype).eps
+    s = rng.uniform(-1, 1, d.shape)
+    s = (s + s.T) / 2  # real symmetric: a symmetric (Hermitian) a stays so
+    pa = (d * (1 + eps * s)).astype(d.dtype)
+    pb = (b * (1 + np.finfo(b.dtype).eps * rng.uniform(-1, 1, b.shape))).astype(b.dtype)
+    return (sp.csr_array(pa) if sp.issparse(a) else pa), pb

@@ -4,9 +4,10 @@
 
 The generic loop (the solver with its fused path refused) is the reference: x, info,
 iterations and residual history agree with it to rounding after 1, 3 and 50 iterations
-(float64; float32 and complex too), with and without a preconditioner, from zero and
-nonzero x0; converged runs take SciPy's iteration counts within one (2-D Poisson, dense
-SPD, convection-diffusion, complex Hermitian); the callback sees what the generic loop's
+(float64 and complex; float32 after 1 and 3), with and without a preconditioner, from
+zero and nonzero x0; converged runs take SciPy's iteration counts, within one of what
+SciPy takes on one-ulp perturbations of the system (2-D Poisson, dense SPD,
+convection-diffusion, complex Hermitian); the callback sees what the generic loop's
 sees; the breakdowns and NaN answer with the generic loop's codes; every workspace
 buffer starts poisoned; the bits repeat, also when the iterations are split over
 launches differently.
@@ -23,7 +24,7 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 from _poison import poisoned_empty
-from _problems import assert_reports_close, convection_diffusion, poisson2d
+from _problems import assert_reports_close, convection_diffusion, perturbed, poisson2d
 from _problems import hermitian as _hermitian
 from _problems import nonsymmetric as _nonsym
 from _problems import rhs as _rhs
@@ -89,12 +90,15 @@ CASES = {
 def test_fused_equals_the_generic_loop(case, dtype, rtol, runs, monkeypatch):
     A = CASES[case](dtype)
     b = xp.asarray(_rhs(A.shape[0], dtype=dtype), device=DEV)
-    for maxiter in (1, 3, 50):
+    # BiCGSTAB amplifies rounding on the nonsymmetric system: after 50 iterations two
+    # summation orders differ by ~1e-6 in float64 (measured on the H200) and by O(1) in
+    # float32, where the 50-iteration comparison is left out.
+    for maxiter in (1, 3) if dtype == np.float32 else (1, 3, 50):
         runs.clear()
         fused = tla.bicgstab(A, b, rtol=0.0, atol=0.0, maxiter=maxiter, report=True)
         assert runs, "the fused solve did not run"
         generic = _generic(monkeypatch, A, b, rtol=0.0, atol=0.0, maxiter=maxiter)
-        _close(fused, generic, rtol if maxiter < 50 else max(rtol, 1e-7))
+        _close(fused, generic, rtol if maxiter < 50 else max(rtol, 1e-5))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
@@ -132,16 +136,24 @@ SYSTEMS = {
 
 
 @pytest.mark.parametrize("system", list(SYSTEMS))
-def test_iteration_counts_equal_scipys_within_one(system, runs):
+def test_iteration_counts_within_scipys_spread(system, runs):
     a = SYSTEMS[system]()
     b = _rhs(a.shape[0], dtype=a.dtype)
-    seen = []
-    xs, infos = sla.bicgstab(a, b, rtol=1e-8, callback=seen.append)
+    def count(a, b):
+        seen = []
+        x, info = sla.bicgstab(a, b, rtol=1e-8, callback=seen.append)
+        # (SciPy's callback runs once an iteration, but not in one that converges on s)
+        return x, info, len(seen)
+
+    xs, infos, n = count(a, b)
     A = csr_array(a, device=DEV) if sp.issparse(a) else xp.asarray(a, device=DEV)
     x, info, rep = tla.bicgstab(A, xp.asarray(b, device=DEV), rtol=1e-8, report=True)
     assert runs and info == infos == 0
-    # SciPy's callback runs once an iteration, except the one that converges on ||s||
-    assert abs(rep.iterations - len(seen)) <= 2, (rep.iterations, len(seen))
+    # SciPy's own count under one-ulp perturbations of the system: one value on Poisson,
+    # convection-diffusion and the Hermitian system; 41-49 on the dense SPD one (46 as
+    # given), where BiCGSTAB's path depends on rounding
+    spread = [n] + [count(*perturbed(a, b, seed))[2] for seed in range(8)]
+    assert min(spread) - 1 <= rep.iterations <= max(spread) + 1, (rep.iterations, spread)
     np.testing.assert_allclose(_np(x), xs, rtol=1e-5, atol=1e-5 * np.abs(xs).max())
 
 
@@ -173,10 +185,10 @@ def test_bits_repeat_and_do_not_depend_on_the_launches():
 
 
 def test_breakdowns_and_nonfinite(runs, monkeypatch):
-    # a skew-symmetric A: rtilde^T A r = 0 at once (-11), as the generic loop says
-    g = np.random.default_rng(1).standard_normal((30, 30))
-    skew = xp.asarray(g - g.T, device=DEV)
-    b = xp.asarray(_rhs(30), device=DEV)
+    # A swaps neighbours and b = e_0: rtilde^T A r = e_0 . e_1 = 0 exactly (-11)
+    swap = np.kron(np.eye(15), np.array([[0.0, 1.0], [1.0, 0.0]]))
+    skew = xp.asarray(swap, device=DEV)
+    b = xp.asarray(np.eye(30)[0], device=DEV)
     _, info = tla.bicgstab(skew, b)
     assert runs and info == _generic(monkeypatch, skew, b)[1] == -11
     a = _nonsym(40)

@@ -22,6 +22,7 @@ from tessera_array.sparse import linalg as tla
 sp = pytest.importorskip("scipy.sparse")
 sla = pytest.importorskip("scipy.sparse.linalg")
 from _problems import convection_diffusion, poisson2d
+from _problems import perturbed as _perturbed
 
 # ---- test problems (NumPy / SciPy, float64 or complex128) ---------------------------
 
@@ -141,19 +142,6 @@ class Spread(NamedTuple):
 def _true_residual(a, b, x):
     a = _dense(a).astype(np.complex128)
     return float(np.linalg.norm(b - a @ np.asarray(x, np.complex128)) / np.linalg.norm(b))
-
-
-def _perturbed(a, b, seed):
-    """``a`` (dense or SciPy sparse) and ``b`` with each entry moved by up to one ulp of
-    its dtype, relative, in the form and dtype given."""
-    rng = np.random.default_rng(seed)
-    d = np.asarray(_dense(a))
-    eps = np.finfo(d.dtype).eps
-    s = rng.uniform(-1, 1, d.shape)
-    s = (s + s.T) / 2  # real symmetric: a symmetric (Hermitian) a stays so
-    pa = (d * (1 + eps * s)).astype(d.dtype)
-    pb = (b * (1 + np.finfo(b.dtype).eps * rng.uniform(-1, 1, b.shape))).astype(b.dtype)
-    return (sp.csr_array(pa) if sp.issparse(a) else pa), pb
 
 
 def _rounding_spread(solver, a, b, want, **kw) -> Spread:

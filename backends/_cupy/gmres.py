@@ -36,7 +36,19 @@ __all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "g
            "instances", "register"]
 
 FILE = "gmres.cu"
-BLOCKS_PER_SM = 1  # blocks per multiprocessor at most
+# Blocks per multiprocessor at most: 2 (the kernel's 128 registers a thread allow two of
+# 256 threads). H200, us an inner iteration (benchmarks/probe_krylov_grid.py, restart
+# 30, 4 cycles, CUDA events, medians of 15; cupyx's gmres in the same run):
+#
+#   system                    1 a SM   2 a SM   cupyx
+#   dense SPD 2049 float32    28.8     25.3     32.9
+#   dense SPD 2049 float64    29.1     26.9     32.7
+#   Poisson 1024^2 float32    341      205      39.7
+#   Poisson 1024^2 float64    456      289      54.0
+#
+# (more warps in flight for the memory-bound passes; the large sparse system is far
+# behind cupyx: benchmarks/NOTES.md, "Fused GMRES and BiCGSTAB on CUDA")
+BLOCKS_PER_SM = 2
 RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
@@ -59,9 +71,9 @@ def _name(dtype, itype, ptype, warp: int) -> str:
 
 
 def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
-             per_sm: int = BLOCKS_PER_SM) -> int:
-    """Blocks of one solve (:func:`._persistent.geometry`, at most :data:`BLOCKS_PER_SM`
-    a multiprocessor unless ``per_sm`` says otherwise)."""
+             per_sm: int = 1) -> int:
+    """Blocks of one solve (:func:`._persistent.geometry`, at most ``per_sm`` a
+    multiprocessor; the launcher passes :data:`BLOCKS_PER_SM`)."""
     return _geometry(n, lanes, warp, sms, resident, per_sm)
 
 
