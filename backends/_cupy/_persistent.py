@@ -18,7 +18,7 @@ import ctypes
 
 import numpy as np
 
-__all__ = ["BLOCK", "Launch", "geometry"]
+__all__ = ["BLOCK", "Launch", "check_vectors", "geometry", "lanes_of", "stored_pair"]
 
 BLOCK = 256  # threads per block (a multiple of the warp)
 
@@ -66,6 +66,27 @@ class Launch:
                                       cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
         stream.synchronize()
         return self._host[:count].copy()
+
+
+def check_vectors(func: str, named: tuple, dtypes) -> None:
+    """The two vectors of a fused solve (``named``: ``((name, array), (name, array))``)
+    must be 1-D contiguous ``cupy.ndarray`` of one shape, one dtype of ``dtypes`` and one
+    device; else TypeError / ValueError naming ``func`` and the argument."""
+    cupy = _cupy()
+    for name, a in named:
+        if not isinstance(a, cupy.ndarray):
+            raise TypeError(f"{func}: {name} must be a cupy.ndarray. Received: {name} of "
+                            f"type {type(a).__name__}")
+        if a.ndim != 1 or not a.flags.c_contiguous:
+            raise ValueError(f"{func}: {name} must be 1-D and contiguous. Received: {name} "
+                             f"of shape {a.shape}, strides {a.strides}")
+    (n1, a1), (n2, a2) = named
+    if a1.shape != a2.shape or a1.dtype != a2.dtype or a1.dtype not in dtypes:
+        raise TypeError(f"{func}: {n1} and {n2} must share one shape and one floating dtype. "
+                        f"Received: {n1} {a1.dtype}{a1.shape}, {n2} {a2.dtype}{a2.shape}")
+    if a1.device.id != a2.device.id:
+        raise ValueError(f"{func}: {n1} and {n2} must be on one device. Received: "
+                         f"{a1.device}, {a2.device}")
 
 
 def stored_pair(A, M, n, dtype, warp):

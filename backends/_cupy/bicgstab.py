@@ -22,7 +22,7 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _kernels
-from ._persistent import BLOCK, Launch, geometry, lanes_of, stored_pair
+from ._persistent import BLOCK, Launch, check_vectors, geometry, lanes_of, stored_pair
 from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
 from .matvec import CTYPE
 
@@ -55,20 +55,7 @@ def _name(dtype, itype, ptype, warp: int) -> str:
 
 
 def _check(x, r, atol, rhotol, omegatol, maxiter):
-    cupy = _cupy()
-    for name, a in (("x", x), ("r", r)):
-        if not isinstance(a, cupy.ndarray):
-            raise TypeError(f"bicgstab_fused: {name} must be a cupy.ndarray. Received: "
-                            f"{name} of type {type(a).__name__}")
-        if a.ndim != 1 or not a.flags.c_contiguous:
-            raise ValueError(f"bicgstab_fused: {name} must be 1-D and contiguous. "
-                             f"Received: {name} of shape {a.shape}, strides {a.strides}")
-    if x.shape != r.shape or x.dtype != r.dtype or r.dtype not in _FLOATING:
-        raise TypeError(f"bicgstab_fused: x and r must share one shape and one floating "
-                        f"dtype. Received: x {x.dtype}{x.shape}, r {r.dtype}{r.shape}")
-    if x.device.id != r.device.id:
-        raise ValueError(f"bicgstab_fused: x and r must be on one device. Received: "
-                         f"{x.device}, {r.device}")
+    check_vectors("bicgstab_fused", (("x", x), ("r", r)), _FLOATING)
     if isinstance(maxiter, bool) or int(maxiter) != maxiter or maxiter < 1:
         raise ValueError(f"bicgstab_fused: maxiter must be an int >= 1. Received: "
                          f"maxiter={maxiter!r}")

@@ -27,7 +27,7 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _kernels
-from ._persistent import BLOCK, Launch, lanes_of, stored_pair
+from ._persistent import BLOCK, Launch, check_vectors, lanes_of, stored_pair
 from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
 from .matvec import CTYPE
@@ -78,20 +78,7 @@ def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
 
 
 def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
-    cupy = _cupy()
-    for name, a in (("x", x), ("b", b)):
-        if not isinstance(a, cupy.ndarray):
-            raise TypeError(f"gmres_fused: {name} must be a cupy.ndarray. Received: "
-                            f"{name} of type {type(a).__name__}")
-        if a.ndim != 1 or not a.flags.c_contiguous:
-            raise ValueError(f"gmres_fused: {name} must be 1-D and contiguous. Received: "
-                             f"{name} of shape {a.shape}, strides {a.strides}")
-    if x.shape != b.shape or x.dtype != b.dtype or b.dtype not in _FLOATING:
-        raise TypeError(f"gmres_fused: x and b must share one shape and one floating dtype. "
-                        f"Received: x {x.dtype}{x.shape}, b {b.dtype}{b.shape}")
-    if x.device.id != b.device.id:
-        raise ValueError(f"gmres_fused: x and b must be on one device. Received: "
-                         f"{x.device}, {b.device}")
+    check_vectors("gmres_fused", (("x", x), ("b", b)), _FLOATING)
     for name, v in (("restart", restart), ("maxiter", maxiter)):
         if isinstance(v, bool) or int(v) != v or v < 1:
             raise ValueError(f"gmres_fused: {name} must be an int >= 1. Received: "

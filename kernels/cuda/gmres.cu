@@ -124,6 +124,15 @@ __device__ __forceinline__ cdouble over(cdouble v, double d)
 __device__ __forceinline__ double times(double c, double v) { return mul(c, v); }  // real c
 __device__ __forceinline__ cdouble times(double c, cdouble v) { return scale(v, c); }
 
+// sqrt(af^2 + ag^2) as LAPACK forms it in range (so that the rounding is the host's
+// lartg's), scaled (hypot) only where the squares would over- or underflow.
+__device__ __forceinline__ double modulus(double af, double ag)
+{
+    if (1e-150 < af && af < 1e150 && 1e-150 < ag && ag < 1e150)
+        return sqrt(add(mul(af, af), mul(ag, ag)));
+    return hypot(af, ag);
+}
+
 // A plane rotation (c, s, r): [c s; -conj(s) c] [f; g] = [r; 0], as _gmres._lartg (LAPACK
 // 3.10's lartg: the unscaled branch where the squares stay in range).
 __device__ void lartg(double f, double g, double &c, double &s, double &r)
@@ -138,11 +147,7 @@ __device__ void lartg(double f, double g, double &c, double &s, double &r)
         return;
     }
     const double af = fabs(f), ag = fabs(g);
-    double d;
-    if (1e-150 < af && af < 1e150 && 1e-150 < ag && ag < 1e150)
-        d = sqrt(add(mul(af, af), mul(ag, ag)));
-    else
-        d = hypot(af, ag);
+    const double d = modulus(af, ag);
     const double sgn = div(f, af);
     c = div(af, d), s = div(mul(sgn, g), d), r = mul(sgn, d);
 }
@@ -167,11 +172,7 @@ __device__ void lartg(cdouble f, cdouble g, double &c, cdouble &s, cdouble &r)
         return;
     }
     const double af = magnitude(f), ag = magnitude(g);
-    double d;
-    if (1e-150 < af && af < 1e150 && 1e-150 < ag && ag < 1e150)
-        d = sqrt(add(mul(af, af), mul(ag, ag)));
-    else
-        d = hypot(af, ag);
+    const double d = modulus(af, ag);
     const cdouble sgn = over(f, af);
     c = div(af, d), s = over(mul(sgn, conjugate(g)), d), r = scale(sgn, d);
 }
