@@ -191,6 +191,19 @@ def skip_or_fail(missing: MissingBackend, *, module_level: bool = False):
     pytest.skip(missing.skip_reason, allow_module_level=module_level)
 
 
+def loaded_backend(name: str):
+    """The loaded backend object ``name`` for one test: skips it (with the reason) where the
+    backend did not load or is left out, fails it where ``TESSERA_REQUIRE_BACKENDS`` names
+    the backend."""
+    missing = missing_backend(name)
+    if missing is not None:
+        skip_or_fail(missing)
+    backend = _discovery.loaded_backends().get(name)
+    if backend is None:
+        pytest.skip(f"{name}: not among this run's backends")
+    return backend
+
+
 def require_backend(name: str):
     """The loaded backend object ``name`` for a module of that backend's tests.
 

@@ -85,3 +85,21 @@ def perturbed(a, b, seed):
     pa = (d * (1 + eps * s)).astype(d.dtype)
     pb = (b * (1 + np.finfo(b.dtype).eps * rng.uniform(-1, 1, b.shape))).astype(b.dtype)
     return (sp.csr_array(pa) if sp.issparse(a) else pa), pb
+
+
+# The fused solvers' systems (tests/test_cuda_gmres.py, test_cuda_bicgstab.py), on the host:
+# COMPARED (of a dtype) are compared with the generic loop after 1, 3 and 50 iterations
+# (cycles), systems that 50 of them leave short of convergence or near it, so that no
+# breakdown in the noise decides the comparison; CONVERGED are solved to rtol 1e-8 and
+# their iteration counts compared with SciPy's.
+COMPARED = {
+    "dense poisson 16^2": lambda dt: poisson2d(16).toarray().astype(dt),
+    "csr convection-diffusion 24^2": lambda dt: sp.csr_array(
+        convection_diffusion(24).astype(dt)),
+}
+CONVERGED = {
+    "poisson 2-D": lambda: poisson2d(12),
+    "dense spd": lambda: spd(90),
+    "convection-diffusion": lambda: convection_diffusion(12),
+    "complex hermitian": lambda: hermitian(70),
+}

@@ -24,11 +24,15 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 from _poison import poisoned_empty
-from _problems import assert_reports_close, convection_diffusion, perturbed, poisson2d
-from _problems import hermitian as _hermitian
+from _problems import (
+    COMPARED,
+    CONVERGED,
+    assert_reports_close,
+    convection_diffusion,
+    perturbed,
+)
 from _problems import nonsymmetric as _nonsym
 from _problems import rhs as _rhs
-from _problems import spd as _spd
 
 import tessera_array as xp
 from tessera_array.sparse import csr_array
@@ -64,6 +68,10 @@ def _np(a):
     return np.asarray(a.to_device("cpu"))
 
 
+def _on_device(a):
+    return csr_array(a, device=DEV) if sp.issparse(a) else xp.asarray(a, device=DEV)
+
+
 def _close(one, two, rtol):
     assert_reports_close(one, two, _np, rtol)
 
@@ -74,21 +82,11 @@ def _generic(monkeypatch, A, b, **kw):
         return tla.bicgstab(A, b, report=True, **kw)
 
 
-# (systems that 50 iterations, or 50 cycles of 7, leave short of convergence or near it,
-# so that no breakdown in the noise decides the comparison)
-CASES = {
-    "dense poisson 16^2": lambda dt: xp.asarray(poisson2d(16).toarray().astype(dt),
-                                                device=DEV),
-    "csr convection-diffusion 24^2": lambda dt: csr_array(
-        sp.csr_array(convection_diffusion(24).astype(dt)), device=DEV),
-}
-
-
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", list(COMPARED))
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-9), (np.float32, 2e-3),
                                         (np.complex128, 1e-9)])
 def test_fused_equals_the_generic_loop(case, dtype, rtol, runs, monkeypatch):
-    A = CASES[case](dtype)
+    A = _on_device(COMPARED[case](dtype))
     b = xp.asarray(_rhs(A.shape[0], dtype=dtype), device=DEV)
     # BiCGSTAB amplifies rounding on the nonsymmetric system: after 50 iterations two
     # summation orders differ by ~1e-6 in float64 (measured on the H200) and by O(1) in
@@ -127,17 +125,9 @@ def test_preconditioned_and_nonzero_start(dtype, runs, monkeypatch):
                                        atol=1e-5 * np.abs(_np(generic[0])).max())
 
 
-SYSTEMS = {
-    "poisson 2-D": lambda: poisson2d(12),
-    "dense spd": lambda: _spd(90),
-    "convection-diffusion": lambda: convection_diffusion(12),
-    "complex hermitian": lambda: _hermitian(70),
-}
-
-
-@pytest.mark.parametrize("system", list(SYSTEMS))
+@pytest.mark.parametrize("system", list(CONVERGED))
 def test_iteration_counts_within_scipys_spread(system, runs):
-    a = SYSTEMS[system]()
+    a = CONVERGED[system]()
     b = _rhs(a.shape[0], dtype=a.dtype)
     def count(a, b):
         seen = []
@@ -146,7 +136,7 @@ def test_iteration_counts_within_scipys_spread(system, runs):
         return x, info, len(seen)
 
     xs, infos, n = count(a, b)
-    A = csr_array(a, device=DEV) if sp.issparse(a) else xp.asarray(a, device=DEV)
+    A = _on_device(a)
     x, info, rep = tla.bicgstab(A, xp.asarray(b, device=DEV), rtol=1e-8, report=True)
     assert runs and info == infos == 0
     # SciPy's own count under one-ulp perturbations of the system: one value on Poisson,

@@ -22,11 +22,9 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 from _poison import poisoned_empty
-from _problems import assert_reports_close, convection_diffusion, poisson2d
-from _problems import hermitian as _hermitian
+from _problems import COMPARED, CONVERGED, assert_reports_close, convection_diffusion
 from _problems import nonsymmetric as _nonsym
 from _problems import rhs as _rhs
-from _problems import spd as _spd
 
 import tessera_array as xp
 from tessera_array.sparse import csr_array
@@ -66,6 +64,10 @@ def _np(a):
     return np.asarray(a.to_device("cpu"))
 
 
+def _on_device(a):
+    return csr_array(a, device=DEV) if sp.issparse(a) else xp.asarray(a, device=DEV)
+
+
 def _close(one, two, rtol):
     assert_reports_close(one, two, _np, rtol)
 
@@ -77,21 +79,11 @@ def _both(A, b, **kw):
     return fused, generic
 
 
-# (systems that 50 iterations, or 50 cycles of 7, leave short of convergence or near it,
-# so that no breakdown in the noise decides the comparison)
-CASES = {
-    "dense poisson 16^2": lambda dt: xp.asarray(poisson2d(16).toarray().astype(dt),
-                                                device=DEV),
-    "csr convection-diffusion 24^2": lambda dt: csr_array(
-        sp.csr_array(convection_diffusion(24).astype(dt)), device=DEV),
-}
-
-
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", list(COMPARED))
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-9), (np.float32, 2e-3),
                                         (np.complex128, 1e-9)])
 def test_fused_equals_the_generic_loop(case, dtype, rtol, launches):
-    A = CASES[case](dtype)
+    A = _on_device(COMPARED[case](dtype))
     b = xp.asarray(_rhs(A.shape[0], dtype=dtype), device=DEV)
     for cycles in (1, 3, 50):
         launches.clear()
@@ -131,21 +123,13 @@ def _scipy_count(a, b, **kw):
     return x, info, len(seen)
 
 
-SYSTEMS = {
-    "poisson 2-D": lambda: poisson2d(12),
-    "dense spd": lambda: _spd(90),
-    "convection-diffusion": lambda: convection_diffusion(12),
-    "complex hermitian": lambda: _hermitian(70),
-}
-
-
-@pytest.mark.parametrize("system", list(SYSTEMS))
+@pytest.mark.parametrize("system", list(CONVERGED))
 @pytest.mark.parametrize("restart", [10, 30])
 def test_iteration_counts_equal_scipys_within_one(system, restart, launches):
-    a = SYSTEMS[system]()
+    a = CONVERGED[system]()
     b = _rhs(a.shape[0], dtype=a.dtype)
     xs, infos, count = _scipy_count(a, b, rtol=1e-8, restart=restart)
-    A = csr_array(a, device=DEV) if sp.issparse(a) else xp.asarray(a, device=DEV)
+    A = _on_device(a)
     x, info, rep = tla.gmres(A, xp.asarray(b, device=DEV), rtol=1e-8, restart=restart,
                              report=True)
     assert launches and info == infos == 0

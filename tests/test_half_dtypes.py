@@ -9,6 +9,7 @@ PyTorch is installed, against ``torch.promote_types``.
 
 from __future__ import annotations
 
+import _gate
 import ml_dtypes
 import numpy as np
 import pytest
@@ -543,11 +544,8 @@ def test_refused_where_not_held(device):
 
 
 def test_opencl_names_the_capability():
-    from tessera_array import _discovery
 
-    be = _discovery.loaded_backends().get("opencl")
-    if be is None:
-        pytest.skip("opencl: not loaded")
+    be = _gate.loaded_backend("opencl")
     dev = be.devices()[0]
     ext = be.extensions(dev)
     need = be.missing_capability(dev, xp.float16)
@@ -561,11 +559,8 @@ def test_opencl_names_the_capability():
 
 
 def test_opencl_with_cl_khr_fp16(monkeypatch):
-    from tessera_array import _discovery
 
-    be = _discovery.loaded_backends().get("opencl")
-    if be is None:
-        pytest.skip("opencl: not loaded")
+    be = _gate.loaded_backend("opencl")
     dev = be.devices()[0]
     monkeypatch.setattr(be, "extensions", lambda d: frozenset({"cl_khr_fp16", "cl_khr_fp64"}))
     with pytest.raises(TypeError, match=r"^zeros: .*dtype float16 \(the device lacks float16 "

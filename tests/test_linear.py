@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import zlib
 
+import _gate
 import numpy as np
 import pytest
 
@@ -481,12 +482,9 @@ def test_linear_half_mixed_dtypes_follow_the_rules(dtype):
 def test_opencl_keeps_refusing_half():
     """OpenCL holds no 16-bit arrays (a TypeError naming the missing capability) and
     registers no 16-bit linear kernel (a KernelDTypeError, a TypeError)."""
-    from tessera_array import _discovery
     from tessera_array._dispatch import registry
 
-    be = _discovery.loaded_backends().get("opencl")
-    if be is None:
-        pytest.skip("opencl: not loaded")
+    be = _gate.loaded_backend("opencl")
     dev = be.devices()[0]
     for dt in (xp.float16, xp.bfloat16):
         with pytest.raises(TypeError, match=rf"{dt.name}"):

@@ -18,7 +18,8 @@ import ctypes
 
 import numpy as np
 
-__all__ = ["BLOCK", "Launch", "check_vectors", "geometry", "lanes_of", "stored_pair"]
+__all__ = ["BLOCK", "Launch", "check_vectors", "geometry", "kernel_name", "lanes_of",
+           "stored_pair"]
 
 BLOCK = 256  # threads per block (a multiple of the warp)
 
@@ -27,6 +28,16 @@ def _cupy():
     import cupy
 
     return cupy
+
+
+def kernel_name(kernel: str, dtype, itype, ptype, warp: int) -> str:
+    """The template instance ``kernel<T, I, P, WARP, BLOCK>`` of a row-owning solver for a
+    solve of ``dtype`` whose CSR indices and row starts are ``itype`` / ``ptype``."""
+    from .cg import _INDEX
+    from .matvec import CTYPE
+
+    return (f"{kernel}<{CTYPE[np.dtype(dtype)]}, {_INDEX[np.dtype(itype)]}, "
+            f"{_INDEX[np.dtype(ptype)]}, {warp}, {BLOCK}>")
 
 
 def geometry(n: int, lanes: int, warp: int, sms: int, resident: int, per_sm: int) -> int:

@@ -22,9 +22,8 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _kernels
-from ._persistent import BLOCK, Launch, check_vectors, geometry, lanes_of, stored_pair
+from ._persistent import Launch, check_vectors, geometry, kernel_name, lanes_of, stored_pair
 from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
-from .matvec import CTYPE
 
 __all__ = ["BLOCKS_PER_SM", "K_MAX", "FusedBiCGSTAB", "bicgstab_fused", "instances",
            "register"]
@@ -50,8 +49,7 @@ def _cupy():
 
 
 def _name(dtype, itype, ptype, warp: int) -> str:
-    return (f"tessera_bicgstab_run<{CTYPE[np.dtype(dtype)]}, {_INDEX[np.dtype(itype)]}, "
-            f"{_INDEX[np.dtype(ptype)]}, {warp}, {BLOCK}>")
+    return kernel_name("tessera_bicgstab_run", dtype, itype, ptype, warp)
 
 
 def _check(x, r, atol, rhotol, omegatol, maxiter):

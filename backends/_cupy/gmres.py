@@ -27,12 +27,11 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import _kernels
-from ._persistent import BLOCK, Launch, check_vectors, lanes_of, stored_pair
+from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pair
 from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
-from .matvec import CTYPE
 
-__all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "gmres_fused",
+__all__ = ["BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "gmres_fused",
            "instances", "register"]
 
 FILE = "gmres.cu"
@@ -66,8 +65,7 @@ def _cupy():
 
 
 def _name(dtype, itype, ptype, warp: int) -> str:
-    return (f"tessera_gmres_run<{CTYPE[np.dtype(dtype)]}, {_INDEX[np.dtype(itype)]}, "
-            f"{_INDEX[np.dtype(ptype)]}, {warp}, {BLOCK}>")
+    return kernel_name("tessera_gmres_run", dtype, itype, ptype, warp)
 
 
 def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
