@@ -520,6 +520,20 @@ def test_the_ci_unit_checks_the_wave_width():
     assert "static_assert(__AMDGCN_WAVEFRONT_SIZE == 64" in unit
     assert "(void *)&tessera_matvec_warp<float, 64, 4>" in unit
     assert ci.FAMILIES == tuple(f.__name__.rsplit(".", 1)[1] for f in FAMILIES)
+    assert ci.CUDA_FAMILIES == ("flash",)
+
+
+def test_cuda_only_families_reach_nvcc_alone():
+    """The flash family's instances (PTX mma.sync) go to nvcc; hipcc compiles its file as
+    it is (empty under __HIPCC__), for either wave width."""
+    ci = _ci_module()
+    nv = ci._instances(32, "nvcc")["flash_attention.cu"]
+    assert nv and all(n.startswith("tessera_flash_fwd<") for n in nv)
+    for warp in (32, 64):
+        assert "flash_attention.cu" not in ci._instances(warp, "hipcc")
+    text = (KERNELS / "cuda" / "flash_attention.cu").read_text()
+    assert "#if !defined(__HIPCC__)" in text and text.rstrip().endswith(
+        "#endif  // !defined(__HIPCC__)")
 
 
 def test_ci_requires_hipcc_and_both_amd_targets():
@@ -603,6 +617,12 @@ EXCEPTIONS = [
     ("kernels/cuda/optim.cu", "0xffffffffLL", 4,
      "the tensor index in the low 32 bits of an item's first word (one per Adafactor "
      "phase)"),
+    ("kernels/cuda/flash_attention.cu", "constexpr int WARP = 32", 1,
+     "the lanes of mma.sync's fragments: NVIDIA's instruction set, in a CUDA-only file"),
+    ("kernels/cuda/flash_attention.cu", "0xffffffffu", 1,
+     "the full-warp mask of CUDA's *_sync shuffles, in a CUDA-only file"),
+    ("backends/_cupy/flash.py", "MMA_WARP = 32", 1,
+     "flash_attention.cu's WARP, mirrored (mma.sync's 32 lanes; CUDA-only family)"),
     ("kernels/cuda/attention.cu", "constexpr int DC = 32", 1,
      "columns per staged dot-product chunk (a shared-memory tile width)"),
     ("backends/_cupy/optim.py", "F_NESTEROV, F_DECOUPLED, F_AMSGRAD, F_LERP_HIGH = 16, 32, 64, 128",

@@ -63,6 +63,9 @@ class CupyBackend:
     cooperative_launch = True
     # cuBLASLt ships beside cuBLAS: nn.linear's one call with the bias in its epilogue.
     blas_lt = True
+    # NVIDIA's warp-level tensor-core PTX (mma.sync, ldmatrix, cp.async; the launcher
+    # checks sm_80 per device): attention for float16/bfloat16 (backends/_cupy/flash.py).
+    mma_sync = True
     # The vendor libraries behind CuPy's calls, as messages and ``info`` name them.
     libraries = {"blas": "cuBLAS", "fft": "cuFFT", "sparse": "cuSPARSE",
                  "solver": "cuSOLVER", "rtc": "NVRTC"}
@@ -260,7 +263,7 @@ class CupyBackend:
 
     def register(self, registry) -> None:
         # Imported unguarded: a broken family module fails the load loudly.
-        from . import attention, bicgstab, cg, fft, gmres, matvec, optim, philox, sparse
+        from . import attention, bicgstab, cg, fft, flash, gmres, matvec, optim, philox, sparse
 
         for family in (matvec, sparse, fft, optim, philox, attention):
             family.register(registry, self.name)
@@ -270,6 +273,8 @@ class CupyBackend:
             bicgstab.register(registry, self.name)
         if self.blas_lt:
             matvec.register_cublaslt(registry, self.name)
+        if self.mma_sync:
+            flash.register(registry, self.name)
         from ._fallback import register_blas_products
 
         register_blas_products(self._fallback, registry, self.name)

@@ -57,6 +57,7 @@ class RocmBackend(CupyBackend):
     namespace_class = RocmNamespace
     cooperative_launch = False
     blas_lt = False  # (hipBLASLt differs: nn.linear takes the pre-filled gemm)
+    mma_sync = False  # (AMD's matrix cores take other instructions: no 16-bit attention)
     libraries = {"blas": "hipBLAS", "fft": "hipFFT", "sparse": "hipSPARSE",
                  "solver": "hipSOLVER", "rtc": "hiprtc"}
 

@@ -47,7 +47,7 @@ import operator
 from .. import _dtypes
 from .._array import Array
 from .._dispatch import lookup
-from .._errors import DeviceMismatchError
+from .._errors import DeviceMismatchError, KernelNotFoundError
 from .._helpers import check_array, refuse_half, wrap_as
 from ..random import check_dropout_p, check_u64, dropout_keep_threshold
 
@@ -152,7 +152,9 @@ def _prepare(func, q, k, v, attn_mask, is_causal, scale, dropout_p, seed, offset
         raise TypeError(
             f"{func}: q, k and v must have a real floating-point dtype. Received: q.dtype={dt}"
         )
-    refuse_half(func, dt, "q", "no attention kernel is registered for them yet")
+    if dt in _dtypes.HALF_FLOATING and not _has_kernel(dev, dt):
+        refuse_half(func, dt, "q", f"no attention kernel is registered for them on "
+                                   f"{dev.backend.name}")
     if k._dtype is not dt or v._dtype is not dt:
         raise TypeError(
             f"{func}: q, k and v must have the same dtype. "
@@ -287,6 +289,14 @@ def _prepare(func, q, k, v, attn_mask, is_causal, scale, dropout_p, seed, offset
     return pr
 
 
+def _has_kernel(device, dt) -> bool:
+    try:
+        lookup("attention_fwd", device, dt)
+    except KernelNotFoundError:
+        return False
+    return True
+
+
 def _acc_dtype(dt):
     return _dtypes.float64 if dt is _dtypes.float64 else _dtypes.float32
 
@@ -341,8 +351,10 @@ def attention(q: Array, k: Array, v: Array, /, *, attn_mask: Array | None = None
     -----
     Backend notes: the NumPy backend's kernel is FlashAttention-2's tiled online
     softmax on BLAS, memory O(S*D), float32 accumulation (float64 for float64).
-    float16/bfloat16 inputs raise TypeError: no backend registers an attention kernel
-    for them yet (float32 and float64 only).
+    float16/bfloat16: on CUDA the forward runs on tensor cores (float32 accumulation,
+    head dims 64 and 128; other head dims through float32) and the backward through
+    float32, each result rounded once; on other backends they raise TypeError (no
+    kernel takes them).
     """
     func = "attention"
     pr = _prepare(func, q, k, v, attn_mask, is_causal, scale, dropout_p, seed, offset,

@@ -1,0 +1,114 @@
+"""Probe: the tensor-core attention forward (``backends/_cupy/flash.py``) against torch's
+SDPA (flash backend) on a CUDA device, B=8 H=16 S=2048, D 128 and 64, bf16 and fp16,
+causal and not, dropout 0 and 0.1, for each tile in ``--tiles`` (the launcher's table
+and alternatives), TFLOP/s by CUDA events (medians of 10 after 3 warm-up calls, the two
+sides alternating call by call). FLOPs: 4 B H S^2 D, half of that causal (torch's count).
+
+    PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_flash [--quick]
+
+Before timing, each (dtype, D, tile) is checked against torch's float32 math SDPA on
+B=2 H=4 S=512 (causal, no dropout): relative error max |ours - ref| / max |ref|.
+Prints one line per row; the figures go to benchmarks/NOTES.md. Not a suite: the tile
+table it informs is ``flash.TILES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+
+ALTERNATIVES = {128: [(1, 64, 2), (1, 128, 1), (2, 64, 1)],
+                64: [(2, 64, 1), (2, 128, 1), (1, 64, 2), (1, 128, 2)]}
+
+
+def _time(cp, fn, reps=10, warm=3):
+    for _ in range(warm):
+        fn()
+    out = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)  # s
+    return statistics.median(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="benchmarks.probe_flash")
+    ap.add_argument("--quick", action="store_true", help="the launcher's tiles only")
+    ap.add_argument("--dims", default="128,64")
+    args = ap.parse_args(argv)
+    import torch
+    from tessera_array.backends._cupy import flash
+
+    for d in (int(x) for x in args.dims.split(",")):
+        tiles = [flash.TILES[d]] if args.quick else [flash.Tile(*t) for t in ALTERNATIVES[d]]
+        for tname in ("bfloat16", "float16"):
+            _check(d, getattr(torch, tname), tiles)
+            _rows(d, getattr(torch, tname), tiles)
+            torch.cuda.empty_cache()
+
+
+def _check(d, tdt, tiles):
+    """Each tile against torch's float32 math SDPA, B=2 H=4 S=512 causal."""
+    import cupy as cp
+    import torch
+    import torch.nn.functional as F
+    from tessera_array.backends._cupy import flash
+
+    g = torch.Generator(device="cuda").manual_seed(d)
+    qs, ks, vs = (torch.randn((2, 4, 512, d), device="cuda", dtype=tdt, generator=g)
+                  for _ in range(3))
+    ref = F.scaled_dot_product_attention(qs.float(), ks.float(), vs.float(), is_causal=True)
+    for tile in tiles:
+        try:
+            o, _ = flash.forward_tiled(tile, *(cp.from_dlpack(t) for t in (qs, ks, vs)),
+                                       scale=1 / math.sqrt(d), causal="top_left")
+            err = (torch.from_dlpack(o).float() - ref).abs().max() / ref.abs().max()
+            print(f"check {tdt} D={d} tile={tuple(tile)}: rel err {err.item():.2e}", flush=True)
+        except (RuntimeError, ValueError) as e:  # a tile that fails to build or launch
+            print(f"check {tdt} D={d} tile={tuple(tile)}: FAILED {e!r}", flush=True)
+
+
+def _rows(d, tdt, tiles, B=8, H=16, S=2048):
+    import cupy as cp
+    import torch
+    import torch.nn.functional as F
+    from tessera_array.backends._cupy import flash
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    g = torch.Generator(device="cuda").manual_seed(d + 1)
+    q, k, v = (torch.randn((B, H, S, d), device="cuda", dtype=tdt, generator=g)
+               for _ in range(3))
+    qc, kc, vc = (cp.from_dlpack(t) for t in (q, k, v))
+    for causal in (False, True):
+        flops = 4 * B * H * S * S * d / (2 if causal else 1)
+        for p in (0.0, 0.1):
+            drop = None if p == 0 else (p, 1234, 0, math.floor(p * 2**32))
+
+            def theirs(causal=causal, p=p):
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                          dropout_p=p)
+            t_torch = _time(cp, theirs)
+            row = (f"{tdt} D={d} causal={int(causal)} p={p}: torch "
+                   f"{flops / t_torch / 1e12:.0f} TFLOP/s ({t_torch * 1e3:.3f} ms)")
+            for tile in tiles:
+                def ours(tile=tile, causal=causal, drop=drop):
+                    return flash.forward_tiled(tile, qc, kc, vc, scale=1 / math.sqrt(d),
+                                               causal="top_left" if causal else None,
+                                               dropout=drop)
+                try:
+                    t = _time(cp, ours)
+                    row += (f"; ours {tuple(tile)} {flops / t / 1e12:.0f} "
+                            f"({t_torch / t:.2f}x torch)")
+                except (RuntimeError, ValueError) as e:
+                    row += f"; ours {tuple(tile)} FAILED {type(e).__name__}"
+            print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
