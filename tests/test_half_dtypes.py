@@ -79,8 +79,10 @@ def test_standard_groups_unchanged():
         assert d not in _dtypes.ALL_DTYPES and d not in _dtypes.NUMERIC
     registered = _dispatch.registry.keys()  # a list of KernelKeys
     # the 16-bit kernels are registered by name, never through a group: nn.linear's on the
-    # CPU (float32 sgemm, one rounding) and on CUDA (cuBLASLt)
-    deliberate = {("linear", "numpy"), ("linear", "cuda")}
+    # CPU (float32 sgemm, one rounding) and on CUDA (cuBLASLt), and attention on CUDA
+    # (tensor cores)
+    deliberate = {("linear", "numpy"), ("linear", "cuda"), ("attention_fwd", "cuda"),
+                  ("attention_bwd", "cuda")}
     for key in registered:
         assert key.dtype not in HALF or (key.op, key.backend) in deliberate, key
     half_linear = {k.backend for k in registered if k.op == "linear" and k.dtype in HALF}

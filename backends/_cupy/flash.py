@@ -179,8 +179,7 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
                     _table(device, (q, k, v, mask), lead),
                     q, _strides(q, -2, -1)[0], k, _strides(k, -2, -1)[0],
                     v, _strides(v, -2, -1)[0], np.int32(kind), bmask, amask, m_sr, m_sc,
-                    lo, hi, np.float32(scale), np.int32(dropout is not None),
-                    np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
+                    lo, hi, np.float32(scale), np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
                     np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32),
                     np.uint32(threshold), np.float32(keep_scale), out, lse)
             name = kernel_name(q.dtype.name, d, tile, dropout is not None)
