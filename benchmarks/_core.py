@@ -86,7 +86,8 @@ class Benchmark:
     target : float or None
         A ratio the benchmark should stay at or below; reported, never enforced.
     (``params["bytes_moved"]``, bytes one call reads and writes, adds each side's
-    effective bandwidth, ``effective_TB_s``, to the result.)
+    effective bandwidth, ``effective_TB_s``, to the result; ``params["flops"]``, the
+    floating-point operations of one call, each side's ``TFLOP_s``.)
     check : callable or None
         ``check(tessera_value, peer_value, namespace)`` raises AssertionError when
         the two sides disagree; run once before timing.
@@ -499,5 +500,9 @@ def _run_one(bench: Benchmark, res: dict, timer, settings: Settings) -> None:
     if moved:  # bytes / ns = GB/s
         res["effective_TB_s"] = {side: moved / res[f"{side}_median_ns"] / 1e3
                                  for side in ("tessera", "peer")}
+    flops = bench.params.get("flops")
+    if flops:  # flop / ns = GFLOP/s
+        res["TFLOP_s"] = {side: flops / res[f"{side}_median_ns"] / 1e3
+                          for side in ("tessera", "peer")}
     target = bench.target
     res["meets_target"] = None if target is None else res["ratio"] <= target

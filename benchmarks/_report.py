@@ -118,6 +118,11 @@ def markdown(doc: dict) -> str:
                                  f"{bw['tessera']:.2f} TB/s, {res.get('peer', 'peer')} "
                                  f"{bw['peer']:.2f} TB/s ({res['params']['bytes_moved']:.3g} "
                                  f"bytes per call)")
+                rate = res.get("TFLOP_s")
+                if rate:
+                    figures.append(f"- `{res['id']}`: tessera {rate['tessera']:.0f} TFLOP/s, "
+                                 f"{res.get('peer', 'peer')} {rate['peer']:.0f} TFLOP/s "
+                                 f"({res['params']['flops']:.3g} FLOP per call)")
             else:
                 cells = ["—", "—", res.get("status", "?")]
                 notes.append(f"- `{res['id']}`: {res.get('status')}: {res.get('reason')}")

@@ -197,6 +197,14 @@ SUITES = {
                         peer_check=cupy_on_same_gpu),
         ),
         Suite(
+            "cuda_attention",
+            "attention forward and backward in float16/bfloat16 on a CUDA GPU (tensor "
+            "cores) against torch's scaled_dot_product_attention on the same GPU",
+            "tessera_array.nn:attention",
+            "benchmarks.cuda_attention",
+            needs=Needs("cuda", gpu=True, vendor="NVIDIA", peers=("torch",)),
+        ),
+        Suite(
             "krylov_vs_cupy",
             "cg solves on an OpenCL GPU (fused device steps and the generic path) "
             "against cupyx.scipy.sparse.linalg.cg on the same GPU",

@@ -225,6 +225,58 @@ def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
     assert "effective bandwidth tessera 5.00 TB/s, torch 4.00 TB/s" in text
 
 
+def test_flops_gives_each_side_its_rate(tmp_path):
+    """A row naming flops gets each side's TFLOP/s (flops / median ns / 1e3), shown under
+    the suite's table."""
+    (tmp_path / "k.py").write_text("X = 1\n")
+    clock = _Clock()
+
+    def work(ns):
+        clock.now += ns
+
+    bench = _core.Benchmark(
+        suite="toy", name="attn", variant="v", tessera="work(400)", peer="work(800)",
+        setup=lambda: {"work": work}, sources=("k.py",),
+        params={"flops": 80_000_000}, peer_name="torch", check=lambda t, p, ns: None)
+    settings = _core.Settings(batch_ns=1_000, rounds=5, min_rounds=5, max_seconds=60.0,
+                              warmup=1)
+    (res,) = _core.run_benchmarks([bench], timer=clock, settings=settings, root=tmp_path)
+    assert res["TFLOP_s"] == pytest.approx({"tessera": 200.0, "peer": 100.0})
+    doc = {"machine": {"cpu_model": "v", "cores_usable": 1, "cores_logical": 1,
+                       "platform": "p"},
+           "versions": {"numpy": "n", "scipy": "s", "tessera_array": "t", "python": "3"},
+           "git": {}, "timing": {"method": "m", "timer": "virtual"}, "quick": False,
+           "backend": "toy", "device": {"device": "cuda:0", "description": "d", "driver": "x"},
+           "created": "now", "benchmarks": [res], "suites": []}
+    assert "tessera 200 TFLOP/s, torch 100 TFLOP/s" in _report.markdown(doc)
+
+
+def test_cuda_attention_suite_declares_the_issue_rows():
+    """B=8 H=16 S=2048, D 128 and 64, bf16 and fp16, causal and not, dropout 0 and 0.1,
+    forward and forward+backward, against torch, with the issue's targets and FLOPs; on
+    the host it is unavailable with the reason."""
+    import tessera_array as xp
+    from tessera_array._devices import default_device
+
+    suite = SUITES["cuda_attention"]
+    assert suite.needs.backend == "cuda" and "torch" in suite.needs.peers
+    assert "runs on cuda GPUs from NVIDIA" in suite.unavailable_reason(default_device())
+    full = suite.load()(SuiteContext(xp=xp, device=default_device(), quick=False))
+    quick = suite.load()(SuiteContext(xp=xp, device=default_device(), quick=True))
+    assert len(full) == 2 * 2 * (4 + 2) and 0 < len(quick) < len(full)
+    for b in full:
+        assert b.peer_name == "torch" and b.params["shape"].startswith("8x16x2048x")
+        assert _fingerprint.resolve_sources(b.sources, _cli.REPO_ROOT), b.id
+        d = int(b.params["shape"].rsplit("x", 1)[1])
+        fwd = 4 * 8 * 16 * 2048 * 2048 * d / (2 if b.params["causal"] else 1)
+        if b.name == "attention_fwd":
+            assert b.params["flops"] == fwd
+            assert b.target == pytest.approx(1.0 if b.params["dropout_p"] else 1 / 0.6)
+        else:
+            assert b.name == "attention_fwd_bwd" and not b.params["causal"]
+            assert b.params["flops"] == 3.5 * fwd and b.target == pytest.approx(2.0)
+
+
 def test_steady_memory_script_refuses_cleanly_without_cupy(tmp_path):
     """Without CuPy (or a cuda device) the script says why and exits 2, no traceback."""
     code = ("import sys; sys.modules['cupy'] = None; "
