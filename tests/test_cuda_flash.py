@@ -46,12 +46,13 @@ def poisoned_outputs(monkeypatch):
 
 @pytest.fixture
 def no_general_path(monkeypatch):
-    """The float32 general path raises: a forward that reaches it fails the test."""
+    """The float32 general path raises: a call that reaches it fails the test."""
 
     def refuse(*args, **kwargs):
-        raise AssertionError("the forward took the float32 general path")
+        raise AssertionError("the float32 general path was taken")
 
     monkeypatch.setattr(flash, "_fwd_tiled", refuse)
+    monkeypatch.setattr(flash, "_bwd_tiled", refuse)
 
 
 def run_fwd(pb, want_lse=True):
@@ -124,15 +125,9 @@ GENERAL = {
 
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
 @pytest.mark.parametrize("name", list(FAST))
-def test_tensor_core_forward(name, dt, no_general_path):
-    check(Problem(sorted(FAST).index(name), dtype=dt, **FAST[name]), backward=False)
-
-
-@pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
-@pytest.mark.parametrize("name", ["d64", "causal-bottom-right", "bool-mask", "gqa-8-2",
-                                  "dropout", "dropout-gqa-causal", "one-key"])
-def test_forward_and_backward(name, dt):
-    check(Problem(40 + sorted(FAST).index(name), dtype=dt, **FAST[name]))
+def test_tensor_cores(name, dt, no_general_path):
+    """Forward and backward on tensor cores against the float64 reference."""
+    check(Problem(sorted(FAST).index(name), dtype=dt, **FAST[name]))
 
 
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
@@ -144,8 +139,7 @@ def test_general_path(name, dt):
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
 def test_long_causal_sequence(dt, no_general_path):
     """S = 2048, D = 128: many key tiles, the band's tile skipping, the longest rows first."""
-    check(Problem(77, dtype=dt, B=1, Hkv=2, Sq=2048, Sk=2048, D=128, causal="top_left"),
-          backward=False)
+    check(Problem(77, dtype=dt, B=1, Hkv=2, Sq=2048, Sk=2048, D=128, causal="top_left"))
 
 
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
@@ -170,6 +164,21 @@ def test_dropout_keeps_exactly_the_cpu_mask(dt, d, seed, offset, no_general_path
     keep = np_philox.dropout_mask(pb.score_shape(), seed, offset, pb.threshold())
     assert 0.6 < keep.mean() < 0.8
     assert np.array_equal(out.reshape(keep.shape) != 0, keep)
+
+
+@pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("d", sorted(flash.TILES))
+def test_backward_dropout_keeps_exactly_the_cpu_mask(dt, d, no_general_path):
+    """q = 0 and dO = identity (Sq = D): P = 1 / Sk, so dV[j, i] = Z_ij / Sk, zero exactly
+    where the CPU's mask drops (the backward rebuilds the forward's mask)."""
+    p, seed, offset = 0.3, 2**40 + 17, 77
+    pb = Problem(11, dtype=dt, B=2, Hkv=2, G=2, Sq=d, Sk=93, D=d, dropout=(p, seed, offset))
+    pb.q[...] = 0
+    pb.dout[...] = np.eye(d, dtype=pb.dtype)
+    out, lse = run_fwd(pb)
+    _, _, dv = run_bwd(pb, out, lse)
+    keep = np_philox.dropout_mask(pb.score_shape(), seed, offset, pb.threshold())
+    assert np.array_equal(np.swapaxes(dv, -1, -2).reshape(keep.shape) != 0, keep)
 
 
 def test_dropout_masks_three_seeds_by_three_offsets():
@@ -202,14 +211,18 @@ def test_routing_table_is_pinned():
     """The tiles chosen by measurement (the module docstring's table); each fits the
     device's shared memory, and CI compiles every instance the launcher may ask for."""
     assert flash.TILES == {64: flash.Tile(2, 64, 1), 128: flash.Tile(1, 64, 2)}
+    assert flash.DQ_TILES == {64: flash.Tile(1, 64, 2), 128: flash.Tile(1, 64, 2)}
+    assert flash.DKDV_TILES == {64: flash.Tile(1, 64, 2), 128: flash.Tile(1, 32, 2)}
     optin = cupy.cuda.Device(0).attributes["MaxSharedMemoryPerBlockOptin"]
-    for d, tile in flash.TILES.items():
-        assert tile.shared_bytes(d) <= optin
     names = {n for _, n in flash.instances(32)}
-    for dt in ("float16", "bfloat16"):
-        for d, tile in flash.TILES.items():
-            for drop in (False, True):
-                assert flash.kernel_name(dt, d, tile, drop) in names
+    for kernel, table in (("fwd", flash.TILES), ("bwd_dq", flash.DQ_TILES),
+                          ("bwd_dkdv", flash.DKDV_TILES)):
+        assert set(table) == set(flash.TILES)
+        for d, tile in table.items():
+            assert flash.shared_bytes(kernel, d, tile) <= optin
+            for dt in ("float16", "bfloat16"):
+                for drop in (False, True):
+                    assert flash.kernel_name(kernel, dt, d, tile, drop) in names
     assert flash.instances(64) == []
 
 

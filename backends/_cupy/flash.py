@@ -5,23 +5,26 @@ family's launchers (:mod:`.attention`, the NumPy backend's contract in
 :mod:`tessera_array.nn._attention`) for float16 and bfloat16 ``cupy.ndarray`` buffers; lse
 is float32.
 
-The forward runs FlashAttention-2's recurrence on ``mma.sync`` tensor cores where the
-head dims of q, k and v are one value of :data:`TILES` on a device of compute capability
-8.0 or later (other layouts of those operands are copied to C order first). Every other
-forward, and the backward for now, is the general path: the operands converted to
-float32, the float32 tiled kernels of :mod:`.attention`, the results rounded back once.
+The forward and the backward run FlashAttention-2's recurrences on ``mma.sync`` tensor
+cores where the head dims of q, k and v are one value of :data:`TILES` on a device of
+compute capability 8.0 or later (other layouts of those operands are copied to C order
+first). Every other call is the general path: the operands converted to float32, the
+float32 tiled kernels of :mod:`.attention`, the results rounded back once. The backward
+is three kernels and deterministic: delta = rowsum(dO * O), dQ over query blocks, dK and
+dV over key blocks (the scores computed twice, no atomics).
 
-Routing (head dim -> tile), chosen on the H200 by ``benchmarks/probe_flash.py``; the
-table is pinned by ``tests/test_cuda_flash.py``:
+Routing (head dim -> tile of each kernel: MT 16-row tiles a warp, BN columns a tile, NB
+the kernel's ``__launch_bounds__`` minimum blocks a multiprocessor), chosen by register
+use without spills (``nvcc -Xptxas -v``, sm_90) until ``benchmarks/probe_flash.py`` on
+the GPU says otherwise; pinned by ``tests/test_cuda_flash.py``:
 
-======  ==========================================  ===========================
-D       tile (MT 16-row tiles a warp, BN keys, NB)  why
-======  ==========================================  ===========================
-64      MT 2 (128 query rows a block), BN 64, NB 1  no spills (226 registers)
-128     MT 1 (64 query rows a block), BN 64, NB 2   MT 2 spills at 255 registers
-======  ==========================================  ===========================
+======  =====================  ====================  ========================
+D       forward (query rows)   dq (query rows)       dkdv (key rows)
+======  =====================  ====================  ========================
+64      MT 2 (128), BN 64      MT 1 (64), BN 64      MT 1 (64), BN 64
+128     MT 1 (64), BN 64       MT 1 (64), BN 64      MT 1 (64), BN 32
+======  =====================  ====================  ========================
 
-NB is the kernel's ``__launch_bounds__`` minimum of blocks a multiprocessor.
 Every launch runs on the current stream of q's device; nothing synchronizes with the host
 except the first upload of an offset table (:func:`.attention._table`).
 """
@@ -42,8 +45,8 @@ from .attention import SIZE_LIMIT, _strides, _table
 from .attention import attention_bwd as _bwd_tiled
 from .attention import attention_fwd as _fwd_tiled
 
-__all__ = ["TILES", "Tile", "attention_bwd", "attention_fwd", "forward_tiled", "instances",
-           "register"]
+__all__ = ["DKDV_TILES", "DQ_TILES", "TILES", "Tile", "attention_bwd", "attention_fwd",
+           "backward_tiled", "forward_tiled", "instances", "register", "shared_bytes"]
 
 FILE = "flash_attention.cu"
 COMPILERS = ("nvcc",)  # PTX mma.sync / ldmatrix / cp.async: NVIDIA only (.ci/compile-kernels)
@@ -58,34 +61,51 @@ _STATIC_SHARED_LIMIT = 48 * 1024  # beyond this a launch must opt in (the attrib
 
 
 class Tile(NamedTuple):
-    mt: int  # 16-row tiles a warp: BM = 16 * mt * NW query rows a block
-    bn: int  # keys a tile
+    mt: int  # 16-row tiles a warp: 16 * mt * NW rows a block (queries; dkdv: keys)
+    bn: int  # columns a tile (keys; dkdv: queries)
     nb: int  # __launch_bounds__' minimum blocks a multiprocessor
 
     @property
     def rows(self) -> int:
         return 16 * self.mt * NW
 
-    def shared_bytes(self, d: int) -> int:
-        """The Q tile, one K and one V tile of 16-bit elements."""
-        return (self.rows + 2 * self.bn) * d * 2
 
-
+# head dim -> tile of each kernel (the module docstring's table)
 TILES = {64: Tile(2, 64, 1), 128: Tile(1, 64, 2)}
+DQ_TILES = {64: Tile(1, 64, 2), 128: Tile(1, 64, 2)}
+DKDV_TILES = {64: Tile(1, 64, 2), 128: Tile(1, 32, 2)}
+_KERNEL_TILES = {"fwd": TILES, "bwd_dq": DQ_TILES, "bwd_dkdv": DKDV_TILES}
 
 
-def kernel_name(dtype_name: str, d: int, tile: Tile, dropout: bool) -> str:
-    return (f"tessera_flash_fwd<{_ELEMENT[dtype_name]}, {d}, {tile.mt}, {tile.bn}, "
+def shared_bytes(kernel: str, d: int, tile: Tile) -> int:
+    """Dynamic shared memory of ``tessera_flash_<kernel>``: 16-bit tiles of d columns (the
+    forward: Q, K, V; dq: Q, dO and two K, V pairs; dkdv: K, V and two Q, dO pairs with
+    their rows' lse and delta)."""
+    if kernel == "fwd":
+        return (tile.rows + 2 * tile.bn) * d * 2
+    if kernel == "bwd_dq":
+        return (2 * tile.rows + 4 * tile.bn) * d * 2
+    return (2 * tile.rows + 4 * tile.bn) * d * 2 + 4 * tile.bn * 4
+
+
+def kernel_name(kernel: str, dtype_name: str, d: int, tile: Tile, dropout: bool) -> str:
+    return (f"tessera_flash_{kernel}<{_ELEMENT[dtype_name]}, {d}, {tile.mt}, {tile.bn}, "
             f"{tile.nb}, {'true' if dropout else 'false'}>")
 
 
+def delta_name(dtype_name: str, d: int) -> str:
+    return f"tessera_flash_bwd_delta<{_ELEMENT[dtype_name]}, {d}>"
+
+
 def instances(warp: int) -> list:
-    """``(file, name)`` of every instance the launcher may ask for (at NVIDIA's warp
+    """``(file, name)`` of every instance the launchers may ask for (at NVIDIA's warp
     width only: the file is CUDA's alone)."""
     if warp != MMA_WARP:
         return []
-    return [(FILE, kernel_name(dt, d, tile, drop)) for dt in _ELEMENT
-            for d, tile in TILES.items() for drop in (False, True)]
+    return ([(FILE, kernel_name(kernel, dt, d, tile, drop)) for kernel, table in
+             _KERNEL_TILES.items() for dt in _ELEMENT for d, tile in table.items()
+             for drop in (False, True)]
+            + [(FILE, delta_name(dt, d)) for dt in _ELEMENT for d in TILES])
 
 
 def _aligned(a) -> bool:
@@ -96,27 +116,60 @@ def _aligned(a) -> bool:
             and all(s % 16 == 0 for s in a.strides[:-1]))
 
 
-def _fast_tile(q, k, v):
+def _fast(q, k, v) -> bool:
+    """Whether the tensor-core kernels take these operands (one head dim of TILES, a
+    device of compute capability 8.0 or later)."""
     d = q.shape[-1]
-    if k.shape[-1] != d or v.shape[-1] != d or d not in TILES:
-        return None
-    if int(q.device.compute_capability) < MIN_CC:
-        return None
-    return TILES[d]
+    return (k.shape[-1] == d and v.shape[-1] == d and d in TILES
+            and int(q.device.compute_capability) >= MIN_CC)
 
 
 _opted_in: set = set()  # id of the kernels whose dynamic shared memory limit is raised
 
 
-def _launch(device, name: str, tile: Tile, d: int, blocks: int, args) -> None:
+def _launch(device, name: str, smem: int, blocks: int, args) -> None:
     import cupy
 
     fn = _kernels.function(FILE, name, device)
-    smem = tile.shared_bytes(d)
     if smem > _STATIC_SHARED_LIMIT and id(fn) not in _opted_in:
         cupy.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SHARED, smem)
         _opted_in.add(id(fn))
     fn((blocks,), (NW * MMA_WARP,), args, shared_mem=smem)
+
+
+def _args(device, blocks_per_bh, q, k, v, mask, lead, scale, causal, window, dropout,
+          grads=()):
+    """The arguments every kernel takes first (flash_attention.cu's TESSERA_FLASH_ARGS);
+    ``grads`` is ``(out, dout)`` in the backward pass (for the offset table)."""
+    sq, sk = q.shape[-2], k.shape[-2]
+    kind, bmask, amask = 0, None, None
+    m_sr = m_sc = np.int64(0)
+    if mask is not None:
+        m_sr, m_sc = _strides(mask, -2, -1)
+        if mask.dtype == np.bool_:
+            kind, bmask = 1, mask
+        else:
+            kind, amask = 2, mask
+    lo, hi = (np.int64(b) for b in band(causal, window, sq, sk))
+    if dropout is None:
+        seed = offset = threshold = 0
+        keep_scale = 1.0
+    else:
+        p, seed, offset, threshold = dropout
+        keep_scale = 1.0 / (1.0 - p)
+    return (np.int32(blocks_per_bh), np.int32(sq), np.int32(sk),
+            _table(device, (q, k, v, mask) + tuple(grads), lead),
+            q, _strides(q, -2, -1)[0], k, _strides(k, -2, -1)[0], v, _strides(v, -2, -1)[0],
+            np.int32(kind), bmask, amask, m_sr, m_sc, lo, hi, np.float32(scale),
+            np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
+            np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32), np.uint32(threshold),
+            np.float32(keep_scale))
+
+
+def _check_sizes(sq, sk):
+    if max(sq, sk) >= SIZE_LIMIT:
+        raise ValueError(f"attention: the CUDA kernels take Sq, Sk < {SIZE_LIMIT}. "
+                         f"Received: Sq={sq}, Sk={sk}")
 
 
 def _to_f32(a):
@@ -129,15 +182,14 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
     head dim (see the module docstring), else through float32. Arguments and results as
     :func:`.attention.attention_fwd`; lse is float32."""
     attention_dtypes("attention_fwd", q, k, v, mask, accumulators=_HALF_NP)
-    tile = _fast_tile(q, k, v)
-    if tile is None:
+    if not _fast(q, k, v):
         with q.device:
             out, lse = _fwd_tiled(_to_f32(q), _to_f32(k), _to_f32(v), _to_f32(mask),
                                   scale=scale, causal=causal, window=window,
                                   dropout=dropout, want_lse=want_lse)
             return out.astype(q.dtype), lse
-    return forward_tiled(tile, q, k, v, mask, scale=scale, causal=causal, window=window,
-                         dropout=dropout, want_lse=want_lse)
+    return forward_tiled(TILES[q.shape[-1]], q, k, v, mask, scale=scale, causal=causal,
+                         window=window, dropout=dropout, want_lse=want_lse)
 
 
 def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=None,
@@ -150,54 +202,88 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
     lead = q.shape[:-2]
     sq, d = q.shape[-2:]
     sk = k.shape[-2]
-    if max(sq, sk) >= SIZE_LIMIT:
-        raise ValueError(f"attention: the CUDA kernels take Sq, Sk < {SIZE_LIMIT}. "
-                         f"Received: Sq={sq}, Sk={sk}")
+    _check_sizes(sq, sk)
     with device:
         q, k, v = (a if _aligned(a) else cupy.ascontiguousarray(a) for a in (q, k, v))
         out = _kernels.empty(lead + (sq, d), q.dtype)
         lse = _kernels.empty(lead + (sq,), _F32)
         bh = math.prod(lead)
         if bh and sq:
-            kind, bmask, amask = 0, None, None
-            m_sr = m_sc = np.int64(0)
-            if mask is not None:
-                m_sr, m_sc = _strides(mask, -2, -1)
-                if mask.dtype == np.bool_:
-                    kind, bmask = 1, mask
-                else:
-                    kind, amask = 2, mask
-            lo, hi = (np.int64(b) for b in band(causal, window, sq, sk))
-            if dropout is None:
-                seed = offset = threshold = 0
-                keep_scale = 1.0
-            else:
-                p, seed, offset, threshold = dropout
-                keep_scale = 1.0 / (1.0 - p)
-            mblocks = -(-sq // tile.rows)
-            args = (np.int32(mblocks), np.int32(sq), np.int32(sk),
-                    _table(device, (q, k, v, mask), lead),
-                    q, _strides(q, -2, -1)[0], k, _strides(k, -2, -1)[0],
-                    v, _strides(v, -2, -1)[0], np.int32(kind), bmask, amask, m_sr, m_sc,
-                    lo, hi, np.float32(scale), np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
-                    np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32),
-                    np.uint32(threshold), np.float32(keep_scale), out, lse)
-            name = kernel_name(q.dtype.name, d, tile, dropout is not None)
-            _launch(device, name, tile, d, bh * mblocks, args)
+            blocks = -(-sq // tile.rows)
+            args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout)
+            _launch(device, kernel_name("fwd", q.dtype.name, d, tile, dropout is not None),
+                    shared_bytes("fwd", d, tile), bh * blocks, args + (out, lse))
     return out, (lse if want_lse else None)
 
 
 def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, window=None,
                   dropout=None):
-    """Attention backward through float32 (the tiled kernels of :mod:`.attention`),
-    ``(dq, dk, dv)`` rounded back to q's dtype once. Arguments as
-    :func:`.attention.attention_bwd`; lse float32."""
+    """Attention backward, ``(dq, dk, dv)`` of q's dtype (dk, dv per query head): on
+    tensor cores where :data:`TILES` has the head dim, else through float32 (the tiled
+    kernels of :mod:`.attention`, rounded back once). Arguments as
+    :func:`.attention.attention_bwd`; lse float32.
+
+    Deterministic: delta = rowsum(dO * O) by one kernel, dQ by one over query blocks, dK
+    and dV by one over key blocks; every element is summed by one thread in a fixed
+    order (no atomics), so the same inputs give the same bits on every run.
+    """
     attention_dtypes("attention_bwd", q, k, v, mask, (out, dout, lse), accumulators=_HALF_NP)
-    with q.device:
-        grads = _bwd_tiled(_to_f32(q), _to_f32(k), _to_f32(v), _to_f32(out), _to_f32(dout),
-                           lse, _to_f32(mask), scale=scale, causal=causal, window=window,
-                           dropout=dropout)
-        return tuple(g.astype(q.dtype) for g in grads)
+    if not _fast(q, k, v):
+        with q.device:
+            grads = _bwd_tiled(_to_f32(q), _to_f32(k), _to_f32(v), _to_f32(out),
+                               _to_f32(dout), lse, _to_f32(mask), scale=scale, causal=causal,
+                               window=window, dropout=dropout)
+            return tuple(g.astype(q.dtype) for g in grads)
+    return backward_tiled(DQ_TILES[q.shape[-1]], DKDV_TILES[q.shape[-1]], q, k, v, out,
+                          dout, lse, mask, scale=scale, causal=causal, window=window,
+                          dropout=dropout)
+
+
+def backward_tiled(dq_tile: Tile, dkdv_tile: Tile, q, k, v, out, dout, lse, mask=None, *,
+                   scale, causal=None, window=None, dropout=None):
+    """The tensor-core backward with the given tiles (``benchmarks/probe_flash.py`` times
+    others than the tables' through it)."""
+    import cupy
+
+    device = q.device
+    lead = q.shape[:-2]
+    sq, d = q.shape[-2:]
+    sk = k.shape[-2]
+    _check_sizes(sq, sk)
+    with device:
+        q, k, v, out, dout = (a if _aligned(a) else cupy.ascontiguousarray(a)
+                              for a in (q, k, v, out, dout))
+        dq = _kernels.empty(lead + (sq, d), q.dtype)
+        dk = _kernels.empty(lead + (sk, d), q.dtype)
+        dv = _kernels.empty(lead + (sk, d), q.dtype)
+        bh = math.prod(lead)
+        if not bh or not (sq or sk):
+            return dq, dk, dv
+        rows = bh * sq
+        lse_c = cupy.ascontiguousarray(lse.reshape(rows))
+        delta = cupy.empty(max(rows, 1), dtype=_F32)
+        drop = dropout is not None
+        name = q.dtype.name
+        if rows:
+            tab = _table(device, (q, k, v, mask, out, dout), lead)
+            _launch(device, delta_name(name, d), 0, -(-rows // NW),
+                    (np.int64(rows), np.int32(sq), tab, out, _strides(out, -2, -1)[0], dout,
+                     _strides(dout, -2, -1)[0], delta))
+        grad = (dout, _strides(dout, -2, -1)[0], lse_c, delta)
+        if sq:
+            blocks = -(-sq // dq_tile.rows)
+            args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout,
+                         (out, dout))
+            _launch(device, kernel_name("bwd_dq", name, d, dq_tile, drop),
+                    shared_bytes("bwd_dq", d, dq_tile), bh * blocks, args + grad + (dq,))
+        if sk:
+            blocks = -(-sk // dkdv_tile.rows)
+            args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout,
+                         (out, dout))
+            _launch(device, kernel_name("bwd_dkdv", name, d, dkdv_tile, drop),
+                    shared_bytes("bwd_dkdv", d, dkdv_tile), bh * blocks,
+                    args + grad + (dk, dv))
+    return dq, dk, dv
 
 
 def register(registry, backend: str) -> None:
