@@ -196,7 +196,6 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
                   dropout=None, want_lse=True):
     """The tensor-core forward with ``tile`` (head dims of q, k, v equal, 64 or 128;
     ``benchmarks/probe_flash.py`` times tiles other than :data:`TILES` through it)."""
-    import cupy
 
     device = q.device
     lead = q.shape[:-2]
@@ -204,7 +203,7 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
     sk = k.shape[-2]
     _check_sizes(sq, sk)
     with device:
-        q, k, v = (a if _aligned(a) else cupy.ascontiguousarray(a) for a in (q, k, v))
+        q, k, v = (a if _aligned(a) else a.copy(order="C") for a in (q, k, v))
         out = _kernels.empty(lead + (sq, d), q.dtype)
         lse = _kernels.empty(lead + (sq,), _F32)
         bh = math.prod(lead)
@@ -251,7 +250,7 @@ def backward_tiled(dq_tile: Tile, dkdv_tile: Tile, q, k, v, out, dout, lse, mask
     sk = k.shape[-2]
     _check_sizes(sq, sk)
     with device:
-        q, k, v, out, dout = (a if _aligned(a) else cupy.ascontiguousarray(a)
+        q, k, v, out, dout = (a if _aligned(a) else a.copy(order="C")
                               for a in (q, k, v, out, dout))
         dq = _kernels.empty(lead + (sq, d), q.dtype)
         dk = _kernels.empty(lead + (sk, d), q.dtype)
