@@ -112,6 +112,11 @@ FAST = {
     "dropout-window-mask": {"D": 64, "dropout": (0.1, 77, 2**33), "window": (9, 4),
                             "mask": "bool", "Sq": 80, "Sk": 81},
     "dropout-odd-sk": {"D": 128, "dropout": (0.2, 5, 3), "Sq": 33, "Sk": 67, "B": 1},
+    # Sk % 4 == 0: a quad of lanes shares its Philox blocks
+    "dropout-sk%4": {"D": 128, "dropout": (0.2, 2**62 + 1, 9), "Sq": 100, "Sk": 128,
+                     "causal": "bottom_right"},
+    "dropout-sk%4-d64-gqa": {"D": 64, "dropout": (0.4, 3, 2**35), "G": 2, "Sq": 77,
+                             "Sk": 196, "mask": "bool"},
     "transposed-q": {"D": 64, "transposed": True, "Sq": 70, "Sk": 70},
     "one-key": {"D": 64, "Sq": 9, "Sk": 1},
     "one-query": {"D": 128, "Sq": 1, "Sk": 300},
@@ -166,13 +171,14 @@ def test_dropout_keeps_exactly_the_cpu_mask(dt, d, seed, offset, no_general_path
     assert np.array_equal(out.reshape(keep.shape) != 0, keep)
 
 
+@pytest.mark.parametrize("sk", [93, 96])
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
 @pytest.mark.parametrize("d", sorted(flash.TILES))
-def test_backward_dropout_keeps_exactly_the_cpu_mask(dt, d, no_general_path):
+def test_backward_dropout_keeps_exactly_the_cpu_mask(dt, d, sk, no_general_path):
     """q = 0 and dO = identity (Sq = D): P = 1 / Sk, so dV[j, i] = Z_ij / Sk, zero exactly
     where the CPU's mask drops (the backward rebuilds the forward's mask)."""
     p, seed, offset = 0.3, 2**40 + 17, 77
-    pb = Problem(11, dtype=dt, B=2, Hkv=2, G=2, Sq=d, Sk=93, D=d, dropout=(p, seed, offset))
+    pb = Problem(11, dtype=dt, B=2, Hkv=2, G=2, Sq=d, Sk=sk, D=d, dropout=(p, seed, offset))
     pb.q[...] = 0
     pb.dout[...] = np.eye(d, dtype=pb.dtype)
     out, lse = run_fwd(pb)

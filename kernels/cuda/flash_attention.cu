@@ -197,6 +197,22 @@ __device__ __forceinline__ void keep2(unsigned long long c, const PhiloxKey &key
 }
 
 
+// The four keep bits (bit w: counter 4 (c >> 2) + w kept) of the Philox block of c.
+__device__ __forceinline__ unsigned keep_bits4(unsigned long long c, const PhiloxKey &key)
+{
+    const uint4 u = philox_block(c >> 2, key);
+    return (u.x >= key.threshold ? 1u : 0u) | (u.y >= key.threshold ? 2u : 0u) |
+           (u.z >= key.threshold ? 4u : 0u) | (u.w >= key.threshold ? 8u : 0u);
+}
+
+// Shared dropout blocks. When Sk % 4 == 0 every score row's counters start at a multiple
+// of 4 and an n-tile's columns 8b + 0..3 and 8b + 4..7 are one Philox block each, so the
+// 16 elements a quad of lanes holds of an n-tile (C layout: rows g and g + 8, columns
+// 2tq, 2tq + 1) are four blocks: each lane computes one (keep_bits4) and the others read
+// its bits by a shuffle, a quarter of the Philox work of keep2 per element pair. In the
+// transposed layout (dkdv: rows are keys, consecutive counters) the four lanes g & 3 of a
+// column pair hold four consecutive keys and share the blocks likewise.
+
 // The keep decision of element c of the dropout stream.
 __device__ __forceinline__ bool keep1(unsigned long long c, const PhiloxKey &key)
 {
@@ -399,8 +415,18 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
         // Scores in base 2, the band and the masks, the online softmax, dropout.
         const bool inside = vis.all(i0, BM, j0, BN);
         unsigned pf[MT][NT][2];  // P (dropped where not kept) in the input type
+        const bool al4 = (sk & 3) == 0;
 #pragma unroll
         for (int a = 0; a < MT; ++a) {
+            unsigned kbits[NT];  // this lane's share of the quad's dropout blocks
+            if (DROP && al4) {
+                const int ic = i0 + wrow + a * 16 + g + 8 * (tq >> 1);
+                const unsigned long long rc =
+                    ((unsigned long long)bh * sq + (unsigned long long)ic) * (unsigned long long)sk;
+#pragma unroll
+                for (int b = 0; b < NT; ++b)
+                    kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);
+            }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wrow + a * 16 + g + 8 * h;
@@ -431,7 +457,15 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
                     rs += p0 + p1;
                     if (DROP) {
                         bool k0, k1;
-                        keep2(rowc + (unsigned long long)(j0 + b * 8 + 2 * tq), key, k0, k1);
+                        if (al4) {
+                            const unsigned mb = __shfl_sync(FULL, kbits[b],
+                                                            (lane & ~3) | (2 * h + (tq >> 1)));
+                            const int sh = (2 * tq) & 3;
+                            k0 = (mb >> sh) & 1u;
+                            k1 = (mb >> (sh + 1)) & 1u;
+                        } else {
+                            keep2(rowc + (unsigned long long)(j0 + b * 8 + 2 * tq), key, k0, k1);
+                        }
                         p0 = k0 ? p0 : 0.0f;
                         p1 = k1 ? p1 : 0.0f;
                     }
@@ -588,8 +622,18 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
         gemm_abt<E, D, MT, NT>(dp, sdO, wrow, sV, lane);  // dP = dO V^T
         const bool inside = vis.all(i0, BM, j0, BN);
         unsigned df[MT][NT][2];
+        const bool al4 = (sk & 3) == 0;
 #pragma unroll
-        for (int a = 0; a < MT; ++a)
+        for (int a = 0; a < MT; ++a) {
+            unsigned kbits[NT];  // this lane's share of the quad's dropout blocks
+            if (DROP && al4) {
+                const int ic = i0 + wrow + a * 16 + g + 8 * (tq >> 1);
+                const unsigned long long rc =
+                    ((unsigned long long)bh * sq + (unsigned long long)ic) * (unsigned long long)sk;
+#pragma unroll
+                for (int b = 0; b < NT; ++b)
+                    kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);
+            }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wrow + a * 16 + g + 8 * h;
@@ -601,8 +645,15 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
                     const int j = j0 + b * 8 + 2 * tq;
                     float ds[2];
                     bool kept[2] = {true, true};
-                    if (DROP)
+                    if (DROP && al4) {
+                        const unsigned mb = __shfl_sync(FULL, kbits[b],
+                                                        (lane & ~3) | (2 * h + (tq >> 1)));
+                        const int sh = (2 * tq) & 3;
+                        kept[0] = (mb >> sh) & 1u;
+                        kept[1] = (mb >> (sh + 1)) & 1u;
+                    } else if (DROP) {
                         keep2(rowc + (unsigned long long)j, key, kept[0], kept[1]);
+                    }
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         float x = s[a][b][2 * h + e] * scale2;
@@ -615,6 +666,7 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
                     df[a][b][h] = E::pack(ds[0], ds[1]);
                 }
             }
+        }
         gemm_pb<E, D, MT, NT>(acc, df, sK, lane);  // dQ += dS K
     }
     cp_async_wait_all();
@@ -709,8 +761,21 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
         gemm_abt<E, D, MT, NT>(dpt, sV, wrow, sdO, lane);  // dP^T = V dO^T
         const bool inside = vis.all(i0, BQ, j0, BK);
         unsigned pf[MT][NT][2], df[MT][NT][2];
+        const bool al4 = (sk & 3) == 0;
 #pragma unroll
-        for (int a = 0; a < MT; ++a)
+        for (int a = 0; a < MT; ++a) {
+            unsigned kbits[NT];  // this lane's share of the four lanes' dropout blocks
+            if (DROP && al4) {
+                const int r = g & 3;  // the block (h, e) = (r >> 1, r & 1) of this lane
+                const int jc = j0 + wrow + a * 16 + 4 * (g >> 2) + 8 * (r >> 1);
+#pragma unroll
+                for (int b = 0; b < NT; ++b) {
+                    const int ic = i0 + b * 8 + 2 * tq + (r & 1);
+                    kbits[b] = keep_bits4(((unsigned long long)bh * sq + (unsigned long long)ic) *
+                                              (unsigned long long)sk + (unsigned long long)jc,
+                                          key);
+                }
+            }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int j = j0 + wrow + a * 16 + g + 8 * h;
@@ -727,7 +792,11 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
                         const float L = sL[buf][c];
                         const float p = L == neg_inf() ? 0.0f : exp2_(x - L);
                         float z = 1.0f;
-                        if (DROP) {
+                        if (DROP && al4) {
+                            const unsigned mb = __shfl_sync(FULL, kbits[b],
+                                                            (lane & ~12) | ((2 * h + e) << 2));
+                            z = (mb >> (g & 3)) & 1u ? keep_scale : 0.0f;
+                        } else if (DROP) {
                             const unsigned long long cnt =
                                 ((unsigned long long)bh * sq + (unsigned long long)i) *
                                     (unsigned long long)sk + (unsigned long long)j;
@@ -740,6 +809,7 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
                     df[a][b][h] = E::pack(ds[0], ds[1]);
                 }
             }
+        }
         gemm_pb<E, D, MT, NT>(gv, pf, sdO, lane);  // dV += (P Z)^T dO
         gemm_pb<E, D, MT, NT>(gk, df, sQ, lane);   // dK += dS^T Q
     }
