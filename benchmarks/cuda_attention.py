@@ -129,7 +129,7 @@ def benchmarks(ctx) -> list:
                             tessera="ours()", peer="theirs()",
                             setup=_setup(ctx, shape, dtype, causal, p, backward),
                             sources=_SOURCES,
-                            params={"label": label, "shape": "x".join(map(str, shape)),
+                            params={"label": label, "shape": shape,
                                     "dtype": dtype, "causal": causal, "dropout_p": p,
                                     "flops": math.floor(flops)},
                             peer_name="torch", check=_check, timers=_torch_timers,
