@@ -135,6 +135,26 @@ def _strides(a, row: int, col: int):
     return np.int64(a.strides[row] // isz), np.int64(a.strides[col] // isz)
 
 
+def mask_args(mask) -> tuple:
+    """``(kind, bool mask or None, additive mask or None, row stride, column stride)`` of
+    the kernels' mask arguments: kind 0 none, 1 bool, 2 additive."""
+    if mask is None:
+        return 0, None, None, np.int64(0), np.int64(0)
+    m_sr, m_sc = _strides(mask, -2, -1)
+    if mask.dtype == np.bool_:
+        return 1, mask, None, m_sr, m_sc
+    return 2, None, mask, m_sr, m_sc
+
+
+def dropout_args(dropout) -> tuple:
+    """``(seed, offset, threshold, keep scale)`` of a launcher's ``dropout``
+    (``(p, seed, offset, threshold)`` or None: all zero, scale 1)."""
+    if dropout is None:
+        return 0, 0, 0, 1.0
+    p, seed, offset, threshold = dropout
+    return seed, offset, threshold, 1.0 / (1.0 - p)
+
+
 def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, acc,
                  grads=()):
     """The kernel arguments every kernel takes (TESSERA_ATTENTION_ARGS); ``grads`` is
@@ -144,20 +164,10 @@ def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, ac
     if max(sq, sk, d, dv) >= SIZE_LIMIT:
         raise ValueError(f"attention: the CUDA/HIP kernels take Sq, Sk, D, Dv < {SIZE_LIMIT}. "
                          f"Received: Sq={sq}, Sk={sk}, D={d}, Dv={dv}")
-    kind, bmask, amask = 0, None, None
-    m_sr = m_sc = np.int64(0)
-    if mask is not None:
-        m_sr, m_sc = _strides(mask, -2, -1)
-        if mask.dtype == np.bool_:
-            kind, bmask = 1, mask
-        else:
-            kind, amask = 2, mask
+    kind, bmask, amask, m_sr, m_sc = mask_args(mask)
     lo, hi = (np.int64(b) for b in band(causal, window, sq, sk))
-    if dropout is None:
-        drop, seed, offset, threshold, keep_scale = 0, 0, 0, 0, 1.0
-    else:
-        p, seed, offset, threshold = dropout
-        drop, keep_scale = 1, 1.0 / (1.0 - p)
+    seed, offset, threshold, keep_scale = dropout_args(dropout)
+    drop = int(dropout is not None)
     tab = _table(device, (q, k, v, mask) + tuple(grads), lead)
     return (np.int64(math.prod(lead)), np.int32(sq), np.int32(sk), np.int32(d), np.int32(dv),
             tab, q, *_strides(q, -2, -1), k, *_strides(k, -2, -1), v, *_strides(v, -2, -1),

@@ -41,7 +41,7 @@ from tessera_array.backends._common.layout import band
 from tessera_array import _dtypes
 
 from . import _kernels
-from .attention import SIZE_LIMIT, _strides, _table
+from .attention import SIZE_LIMIT, _strides, _table, dropout_args, mask_args
 from .attention import attention_bwd as _bwd_tiled
 from .attention import attention_fwd as _fwd_tiled
 
@@ -142,21 +142,9 @@ def _args(device, blocks_per_bh, q, k, v, mask, lead, scale, causal, window, dro
     """The arguments every kernel takes first (flash_attention.cu's TESSERA_FLASH_ARGS);
     ``grads`` is ``(out, dout)`` in the backward pass (for the offset table)."""
     sq, sk = q.shape[-2], k.shape[-2]
-    kind, bmask, amask = 0, None, None
-    m_sr = m_sc = np.int64(0)
-    if mask is not None:
-        m_sr, m_sc = _strides(mask, -2, -1)
-        if mask.dtype == np.bool_:
-            kind, bmask = 1, mask
-        else:
-            kind, amask = 2, mask
+    kind, bmask, amask, m_sr, m_sc = mask_args(mask)
     lo, hi = (np.int64(b) for b in band(causal, window, sq, sk))
-    if dropout is None:
-        seed = offset = threshold = 0
-        keep_scale = 1.0
-    else:
-        p, seed, offset, threshold = dropout
-        keep_scale = 1.0 / (1.0 - p)
+    seed, offset, threshold, keep_scale = dropout_args(dropout)
     return (np.int32(blocks_per_bh), np.int32(sq), np.int32(sk),
             _table(device, (q, k, v, mask) + tuple(grads), lead),
             q, _strides(q, -2, -1)[0], k, _strides(k, -2, -1)[0], v, _strides(v, -2, -1)[0],

@@ -213,6 +213,33 @@ __device__ __forceinline__ unsigned keep_bits4(unsigned long long c, const Philo
 // transposed layout (dkdv: rows are keys, consecutive counters) the four lanes g & 3 of a
 // column pair hold four consecutive keys and share the blocks likewise.
 
+// Row layout (the forward, dq): this lane's share of its quad's blocks of the n-tiles
+// at columns j0 + 8b of the 16-row tile from row r16 (the block of row r16 + g + 8 (tq >> 1),
+// columns 8b + 4 (tq & 1) .. + 3), Sk % 4 == 0.
+template <int NT>
+__device__ __forceinline__ void row_blocks(unsigned (&kbits)[NT], long long bh, int sq, int sk,
+                                           int r16, int j0, int lane, const PhiloxKey &key)
+{
+    const int g = lane >> 2, tq = lane & 3;
+    const unsigned long long rc =
+        ((unsigned long long)bh * sq + (unsigned long long)(r16 + g + 8 * (tq >> 1))) *
+        (unsigned long long)sk;
+#pragma unroll
+    for (int b = 0; b < NT; ++b)
+        kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);
+}
+
+// The keep bits of this lane's two elements (row g + 8h, columns 2tq, + 1) of the n-tile
+// whose row_blocks share is kb.
+__device__ __forceinline__ void row_keep(unsigned kb, int h, int lane, bool &k0, bool &k1)
+{
+    const int tq = lane & 3;
+    const unsigned m = __shfl_sync(FULL, kb, (lane & ~3) | (2 * h + (tq >> 1)));
+    const int sh = (2 * tq) & 3;
+    k0 = (m >> sh) & 1u;
+    k1 = (m >> (sh + 1)) & 1u;
+}
+
 // The keep decision of element c of the dropout stream.
 __device__ __forceinline__ bool keep1(unsigned long long c, const PhiloxKey &key)
 {
@@ -235,6 +262,29 @@ struct Visibility {
                (long long)j0 - (i0 + ni - 1) >= lo && (long long)j0 + nj - 1 - i0 <= hi;
     }
 
+    // The tiles of `tile` keys holding a key that some query of [i0, i0 + ni) sees:
+    // [begin, end), empty when the band leaves the queries no key.
+    __device__ __forceinline__ void key_tiles(int i0, int ni, int tile, int &begin,
+                                              int &end) const
+    {
+        long long a = (long long)i0 + lo, b = (long long)i0 + ni - 1 + hi + 1;
+        a = a < 0 ? 0 : a;
+        b = b > sk ? sk : b;
+        begin = (int)(a / tile);
+        end = b > a ? (int)((b + tile - 1) / tile) : begin;
+    }
+
+    // The tiles of `tile` queries holding a query that sees some key of [j0, j0 + nj).
+    __device__ __forceinline__ void query_tiles(int j0, int nj, int tile, int &begin,
+                                                int &end) const
+    {
+        long long a = (long long)j0 - hi, b = (long long)j0 + nj - 1 - lo + 1;
+        a = a < 0 ? 0 : a;
+        b = b > sq ? sq : b;
+        begin = (int)(a / tile);
+        end = b > a ? (int)((b + tile - 1) / tile) : begin;
+    }
+
     // x, the base-2 score of (i, j), with the additive mask added; -inf where hidden.
     template <typename E> __device__ __forceinline__ float apply(float x, int i, int j) const
     {
@@ -251,18 +301,23 @@ struct Visibility {
     }
 };
 
+template <int MT, int N> __device__ __forceinline__ void zero(float (&x)[MT][N][4])
+{
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+#pragma unroll
+        for (int b = 0; b < N; ++b)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) x[a][b][c] = 0.0f;
+}
+
 // s = A B^T over D: A the 16 * MT rows of a swizzled tile from row r0, B NT * 8 rows
 // of another (row n of B is column n of s); accumulator layout of mma.sync's C.
 template <typename E, int D, int MT, int NT>
 __device__ __forceinline__ void gemm_abt(float (&s)[MT][NT][4], unsigned sA, int r0, unsigned sB,
                                          int lane)
 {
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < NT; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) s[a][b][c] = 0.0f;
+    zero(s);
 #pragma unroll 1
     for (int kk = 0; kk < D / 16; ++kk) {
         unsigned af[MT][4];
@@ -373,12 +428,8 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
     const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
     const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
 
-    // The key tiles the band leaves visible to rows [i0, i0 + BM).
-    long long jlo = (long long)i0 + lo, jhi = (long long)i0 + BM - 1 + hi + 1;
-    jlo = jlo < 0 ? 0 : jlo;
-    jhi = jhi > sk ? sk : jhi;
-    const int t_begin = (int)(jlo / BN);
-    const int t_end = jhi > jlo ? (int)((jhi + BN - 1) / BN) : t_begin;
+    int t_begin, t_end;  // the key tiles the band leaves visible to rows [i0, i0 + BM)
+    vis.key_tiles(i0, BM, BN, t_begin, t_end);
 
     load_tile<D, BM>(sQ, qb, q_sr, i0, sq);
     if (t_begin < t_end)
@@ -386,12 +437,7 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
     cp_async_commit();
 
     float acc[MT][DT][4];
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < DT; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+    zero(acc);
     float m[MT][2], l[MT][2];
 #pragma unroll
     for (int a = 0; a < MT; ++a) {
@@ -419,14 +465,8 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
 #pragma unroll
         for (int a = 0; a < MT; ++a) {
             unsigned kbits[NT];  // this lane's share of the quad's dropout blocks
-            if (DROP && al4) {
-                const int ic = i0 + wrow + a * 16 + g + 8 * (tq >> 1);
-                const unsigned long long rc =
-                    ((unsigned long long)bh * sq + (unsigned long long)ic) * (unsigned long long)sk;
-#pragma unroll
-                for (int b = 0; b < NT; ++b)
-                    kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);
-            }
+            if (DROP && al4)
+                row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wrow + a * 16 + g + 8 * h;
@@ -458,11 +498,7 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
                     if (DROP) {
                         bool k0, k1;
                         if (al4) {
-                            const unsigned mb = __shfl_sync(FULL, kbits[b],
-                                                            (lane & ~3) | (2 * h + (tq >> 1)));
-                            const int sh = (2 * tq) & 3;
-                            k0 = (mb >> sh) & 1u;
-                            k1 = (mb >> (sh + 1)) & 1u;
+                            row_keep(kbits[b], h, lane, k0, k1);
                         } else {
                             keep2(rowc + (unsigned long long)(j0 + b * 8 + 2 * tq), key, k0, k1);
                         }
@@ -570,11 +606,8 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
     const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
     const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
 
-    long long jlo = (long long)i0 + lo, jhi = (long long)i0 + BM - 1 + hi + 1;
-    jlo = jlo < 0 ? 0 : jlo;
-    jhi = jhi > sk ? sk : jhi;
-    const int t_begin = (int)(jlo / BN);
-    const int t_end = jhi > jlo ? (int)((jhi + BN - 1) / BN) : t_begin;
+    int t_begin, t_end;  // the key tiles the band leaves visible to rows [i0, i0 + BM)
+    vis.key_tiles(i0, BM, BN, t_begin, t_end);
 
     load_tile<D, BM>(sQ, q + o[0], q_sr, i0, sq);
     load_tile<D, BM>(sdO, dout + o[5], do_sr, i0, sq);
@@ -597,12 +630,7 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
             dl[a][h] = i < sq ? delta[bh * sq + i] : 0.0f;
         }
     float acc[MT][DT][4];
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < DT; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+    zero(acc);
     const float scale2 = scale * LOG2E;
 
     for (int t = t_begin; t < t_end; ++t) {
@@ -626,14 +654,8 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
 #pragma unroll
         for (int a = 0; a < MT; ++a) {
             unsigned kbits[NT];  // this lane's share of the quad's dropout blocks
-            if (DROP && al4) {
-                const int ic = i0 + wrow + a * 16 + g + 8 * (tq >> 1);
-                const unsigned long long rc =
-                    ((unsigned long long)bh * sq + (unsigned long long)ic) * (unsigned long long)sk;
-#pragma unroll
-                for (int b = 0; b < NT; ++b)
-                    kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);
-            }
+            if (DROP && al4)
+                row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wrow + a * 16 + g + 8 * h;
@@ -646,11 +668,7 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
                     float ds[2];
                     bool kept[2] = {true, true};
                     if (DROP && al4) {
-                        const unsigned mb = __shfl_sync(FULL, kbits[b],
-                                                        (lane & ~3) | (2 * h + (tq >> 1)));
-                        const int sh = (2 * tq) & 3;
-                        kept[0] = (mb >> sh) & 1u;
-                        kept[1] = (mb >> (sh + 1)) & 1u;
+                        row_keep(kbits[b], h, lane, kept[0], kept[1]);
                     } else if (DROP) {
                         keep2(rowc + (unsigned long long)j, key, kept[0], kept[1]);
                     }
@@ -707,12 +725,8 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
     const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
     const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
 
-    // The query tiles whose rows see some key of [j0, j0 + BK): lo <= j - i <= hi.
-    long long ilo = (long long)j0 - hi, ihi = (long long)j0 + BK - 1 - lo + 1;
-    ilo = ilo < 0 ? 0 : ilo;
-    ihi = ihi > sq ? sq : ihi;
-    const int u_begin = (int)(ilo / BQ);
-    const int u_end = ihi > ilo ? (int)((ihi + BQ - 1) / BQ) : u_begin;
+    int u_begin, u_end;  // the query tiles whose rows see some key of [j0, j0 + BK)
+    vis.query_tiles(j0, BK, BQ, u_begin, u_end);
 
     load_tile<D, BK>(sK, k + o[1], k_sr, j0, sk);
     load_tile<D, BK>(sV, v + o[2], v_sr, j0, sk);
@@ -728,12 +742,8 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
     cp_async_commit();
 
     float gk[MT][DT][4], gv[MT][DT][4];
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < DT; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) gk[a][b][c] = gv[a][b][c] = 0.0f;
+    zero(gk);
+    zero(gv);
     const float scale2 = scale * LOG2E;
     const int wrow = warp * 16 * MT;
     const int g = lane >> 2, tq = lane & 3;
