@@ -536,6 +536,20 @@ def test_cuda_only_families_reach_nvcc_alone():
         "#endif  // !defined(__HIPCC__)")
 
 
+def test_ci_fails_a_spilling_no_spill_kernel():
+    """The flash kernels are compiled once more to sm_90 machine code with ptxas's report,
+    and a report naming spilled bytes fails that compile (the function named)."""
+    ci = _ci_module()
+    assert ci.NO_SPILL_FAMILIES == ("flash",) and ci.SASS_ARCH == "sm_90"
+    log = ("ptxas info    : Compiling entry function '_Z3fooi' for 'sm_90'\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Compiling entry function '_Z3bari' for 'sm_90'\n"
+           "    8 bytes stack frame, 12 bytes spill stores, 8 bytes spill loads\n")
+    (line,) = ci.spill_report(log)
+    assert line.startswith("_Z3bari: ") and "12 bytes spill stores" in line
+    assert ci.spill_report(log.split("ptxas info    : Compiling entry function '_Z3bari'")[0]) == []
+
+
 def test_ci_requires_hipcc_and_both_amd_targets():
     run = (ROOT / ".ci" / "run").read_text()
     assert "TESSERA_REQUIRE_COMPILERS=nvcc,hipcc python .ci/compile-kernels" in run
