@@ -26,6 +26,8 @@ integer ``pow`` to a negative power: garbage       ValueError (a sync reads the 
 float to unsigned saturates (-50.0 -> 0)           through int64, as NumPy on x86-64 (206)
 ``linspace`` one ulp off; complex ones raise       NumPy's formula, ``arange * step``
 a Python float stored in float32 warns (NumPy's)   ``quiet`` is ``numpy.errstate``
+``sort``/``argsort`` refuse bfloat16 (thrust)      as float32 (exact, the same order)
+``remainder``'s kernel fails to build for half     in float32, rounded back (NumPy's)
 =================================================  =========================================
 
 CuPy's kernels report no floating-point flags; its host-side conversion of Python scalars
@@ -40,7 +42,11 @@ import functools
 import numpy as np
 from tessera_array.backends._xp import Namespace
 
+from tessera_array import _dtypes
+
 __all__ = ["CupyNamespace"]
+
+_BFLOAT16 = np.dtype(_dtypes.bfloat16._np)
 
 
 class CupyNamespace(Namespace):
@@ -182,7 +188,27 @@ class CupyNamespace(Namespace):
         dt = self._result_dtype(a, b)
         if dt.kind != "f":
             return m.remainder(a, b)
+        if dt.itemsize == 2:
+            # float16/bfloat16: in float32, rounded back once (NumPy computes its half
+            # remainder so); the kernel's T arithmetic does not compile for CuPy's half.
+            f32 = np.dtype(np.float32)
+            r = self._remainder_kernel(m.asarray(a, dtype=f32), m.asarray(b, dtype=f32))
+            return r.astype(dt)
         return self._remainder_kernel(m.asarray(a, dtype=dt), m.asarray(b, dtype=dt))
+
+    def argsort(self, a, /, *, axis=-1, descending=False, stable=True):
+        # CuPy's sort (thrust) has no bfloat16: float32 holds every bfloat16 exactly and
+        # in the same order (NaNs and signed zeros included), so its order is bfloat16's.
+        if a.dtype == _BFLOAT16:
+            a = a.astype(np.float32)
+        return super().argsort(a, axis=axis, descending=descending, stable=stable)
+
+    def sort(self, a, /, *, axis=-1, descending=False, stable=True):
+        if a.dtype == _BFLOAT16:  # (as argsort; the values round back exactly)
+            r = super().sort(a.astype(np.float32), axis=axis, descending=descending,
+                             stable=stable)
+            return r.astype(a.dtype)
+        return super().sort(a, axis=axis, descending=descending, stable=stable)
 
     def clip(self, a, lo, hi, /):
         if a.dtype.kind != "f" or (lo is None and hi is None):
