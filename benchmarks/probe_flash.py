@@ -44,6 +44,11 @@ def main(argv=None):
     import torch
     from tessera_array.backends._cupy import flash
 
+    import tessera_array as xp
+    from tessera_array import _dispatch
+
+    # a kernel lookup registers the cuda backend's kernels (and so its build stack)
+    _dispatch.lookup("attention_fwd", xp.zeros(1, device="cuda:0").device, xp.bfloat16)
     for d in (int(x) for x in args.dims.split(",")):
         tiles = [flash.TILES[d]] if args.quick else [flash.Tile(*t) for t in ALTERNATIVES[d]]
         for tname in ("bfloat16", "float16"):
