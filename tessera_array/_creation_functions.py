@@ -250,7 +250,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None) -> Array:
     except ValueError as err:
         raise ValueError(f"asarray: {err}") from err
     if dtype is None:
-        dt = _dtypes.FROM_NUMPY.get(host.dtype)
+        dt = _dtypes.lookup_numpy(host.dtype)
         if dt is None:
             host, dt = _host_default(host)
         elif from_python and dt.kind in "fc" and not supports_dtype(dev, dt):
@@ -469,7 +469,7 @@ def full(shape, fill_value, *, dtype=None, device=None) -> Array:
     dev = as_device(device, "full")
     if dtype is None and isinstance(fill_value, np.generic):
         # A NumPy scalar keeps its dtype, as in numpy.full.
-        dtype = _dtypes.FROM_NUMPY.get(fill_value.dtype)
+        dtype = _dtypes.lookup_numpy(fill_value.dtype)
     fill_value = _fill_scalar("full", fill_value)
     if dtype is None:
         cls = fill_value.__class__

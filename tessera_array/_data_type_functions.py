@@ -5,7 +5,7 @@ Specification: https://data-apis.org/array-api/2025.12/API_specification/data_ty
 
 from __future__ import annotations
 
-import ml_dtypes
+import numpy as np
 
 from . import _dtypes
 from ._array import Array
@@ -102,8 +102,12 @@ class finfo_object:
     __slots__ = ("bits", "dtype", "eps", "max", "min", "smallest_normal")
 
     def __init__(self, dtype: DType):
-        # ml_dtypes.finfo answers for bfloat16 and defers to numpy.finfo otherwise.
-        info = ml_dtypes.finfo(dtype._np)
+        if dtype in _dtypes._LAZY:  # ml_dtypes' finfo (imported with bfloat16 itself)
+            import ml_dtypes
+
+            info = ml_dtypes.finfo(dtype._np)
+        else:
+            info = np.finfo(dtype._np)
         self.bits = int(info.bits)
         self.eps = float(info.eps)
         self.max = float(info.max)

@@ -9,12 +9,17 @@ and ``bfloat16`` (:data:`EXTENSION_DTYPES`). Their kind is real floating (``"f"`
 so ``isdtype(float16, "real floating")`` holds (as for PyTorch through
 array-api-compat), but they stay out of :data:`ALL_DTYPES` and of the groups that
 register kernels (:data:`REAL_FLOATING`, :data:`FLOATING` ...): a kernel is never
-registered for them by accident. bfloat16's NumPy dtype comes from ``ml_dtypes``.
+registered for them by accident. bfloat16's NumPy dtype comes from ``ml_dtypes``,
+imported the first time bfloat16's NumPy dtype is needed (its C extension takes ~0.5 s
+to load; ``import tessera_array`` and work in other dtypes never pay it): until then
+bfloat16 has no entry in :data:`FROM_NUMPY` and none in :data:`PROMOTION_TABLE`
+(:func:`lookup_numpy` and the table's lookup load it).
 """
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+
 import numpy as np
 
 __all__ = [
@@ -53,13 +58,30 @@ class DType:
         Size of one element in bits.
     """
 
-    __slots__ = ("__weakref__", "_np", "bits", "kind", "name")
+    __slots__ = ("__weakref__", "_hash", "_load", "_np", "bits", "kind", "name")
 
-    def __init__(self, name: str, kind: str, bits: int, native=None):
+    def __init__(self, name: str, kind: str, bits: int, native=None, *, load=None):
         self.name = name
         self.kind = kind
         self.bits = bits
-        self._np = np.dtype(name if native is None else native)
+        if load is None:
+            self._np = np.dtype(name if native is None else native)
+            self._hash = hash(self._np)
+        else:
+            # A lazy native dtype (bfloat16's, from ml_dtypes): ``load()`` gives it on the
+            # first read of ``_np`` (__getattr__). Note: the hash is the name's, so it
+            # differs from the NumPy dtype's although the two compare equal.
+            self._load = load
+            self._hash = hash(name)
+
+    def __getattr__(self, attr):
+        # Reached only for an unset slot: a lazy dtype's ``_np`` before its first use.
+        if attr == "_np":
+            load = object.__getattribute__(self, "_load")
+            self._np = np.dtype(load())
+            _registered(self)
+            return self._np
+        raise AttributeError(f"'DType' object has no attribute {attr!r}")
 
     def __repr__(self) -> str:
         return f"tessera_array.{self.name}"
@@ -84,7 +106,7 @@ class DType:
         return eq if eq is NotImplemented else not eq
 
     def __hash__(self) -> int:
-        return hash(self._np)
+        return self._hash
 
     def __reduce__(self):
         return (_by_name, (self.name,))
@@ -122,7 +144,15 @@ complex64 = DType("complex64", "c", 64)
 complex128 = DType("complex128", "c", 128)
 # Extension dtypes, outside the standard (see the module docstring).
 float16 = DType("float16", "f", 16)
-bfloat16 = DType("bfloat16", "f", 16, ml_dtypes.bfloat16)
+
+
+def _ml_bfloat16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+bfloat16 = DType("bfloat16", "f", 16, load=_ml_bfloat16)
 
 ALL_DTYPES = (
     bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
@@ -152,9 +182,57 @@ COMPUTE_IN = {float16: float32, bfloat16: float32}
 back to the 16-bit dtype), as PyTorch does on the CPU."""
 
 _BY_NAME = {d.name: d for d in EVERY_DTYPE}
+_LAZY = (bfloat16,)  # the dtypes whose NumPy dtype is loaded on first use
 # Native numpy dtype -> DType. Keys are numpy dtype objects (hash equal to their
-# scalar types too, so ``FROM_NUMPY[arr.dtype]`` is one dict lookup).
-FROM_NUMPY = {d._np: d for d in EVERY_DTYPE}
+# scalar types too, so ``FROM_NUMPY[arr.dtype]`` is one dict lookup). A lazy dtype
+# (bfloat16) enters when its NumPy dtype is first read; :func:`lookup_numpy` looks up a
+# NumPy dtype that may be one not read yet.
+FROM_NUMPY = {d._np: d for d in EVERY_DTYPE if d not in _LAZY}
+
+
+def lookup_numpy(npdt):
+    """The DType of NumPy dtype ``npdt``, or None; a bfloat16 from ml_dtypes (which the
+    caller's data proves imported) loads tessera's bfloat16 first."""
+    d = FROM_NUMPY.get(npdt)
+    if d is None and "ml_dtypes" in sys.modules:
+        for lazy in _LAZY:
+            # (reading lazy._np loads it, and registers it in FROM_NUMPY)
+            if not _has_slot(lazy, "_np") and npdt == lazy._np:
+                return lazy
+    return d
+
+
+def _has_slot(d, name) -> _builtin_bool:
+    try:
+        object.__getattribute__(d, name)
+    except AttributeError:
+        return False
+    return True
+
+
+_ON_LOAD: dict = {}  # lazy dtype -> what runs once its NumPy dtype is known
+
+
+def when_loaded(d: DType, fn) -> None:
+    """Run ``fn()`` once ``d``'s NumPy dtype is known: now if it is (always, for a dtype
+    that is not lazy), else right after its first use loads it (a backend's bfloat16
+    probe waits so)."""
+    if _has_slot(d, "_np"):
+        fn()
+    else:
+        _ON_LOAD.setdefault(d, []).append(fn)
+
+
+def _registered(d) -> None:
+    """A lazy dtype's NumPy dtype is known: it enters FROM_NUMPY and the promotions, and
+    what waited for it runs."""
+    FROM_NUMPY[d._np] = d
+    for other in EVERY_DTYPE:
+        if other is d or _has_slot(other, "_np"):
+            for a, b in ((d, other), (other, d)):
+                PROMOTION_TABLE[a, b] = FROM_NUMPY[np.promote_types(a._np, b._np)]
+    for fn in _ON_LOAD.pop(d, ()):
+        fn()
 
 # Kind names accepted by isdtype(), as in the standard; the 16-bit dtypes are real
 # floating (and numeric), as PyTorch's are through array-api-compat.
@@ -182,7 +260,10 @@ def _by_name(name: str) -> DType:
 def from_native_numpy(dt) -> DType:
     """The DType of a NumPy dtype; TypeError for dtypes tessera does not have."""
     try:
-        return FROM_NUMPY[np.dtype(dt)]
+        found = lookup_numpy(np.dtype(dt))
+        if found is None:
+            raise KeyError(dt)
+        return found
     except (KeyError, TypeError) as err:
         raise TypeError(
             "tessera_array supports the Array API dtypes, float16 and bfloat16 only. "
@@ -200,11 +281,25 @@ def _build_promotion_table() -> dict:
     # (mixed kinds) they follow NumPy's rule, as float32 does: the narrowest float
     # that holds both (int8 + float16 -> float16, int16 + float16 -> float32).
     # Note: PyTorch gives the 16-bit float for every integer dtype there.
-    table = {}
-    for a in EVERY_DTYPE:
-        for b in EVERY_DTYPE:
+    table = _Promotions()
+    eager = [d for d in EVERY_DTYPE if d not in _LAZY]
+    for a in eager:
+        for b in eager:
             table[a, b] = FROM_NUMPY[np.promote_types(a._np, b._np)]
     return table
+
+
+class _Promotions(dict):
+    """The promotion table: a pair with a lazy dtype not loaded yet loads it (its
+    ``_np``), which enters its pairs (:func:`_registered`)."""
+
+    def __missing__(self, key):
+        a, b = key
+        if a in _LAZY or b in _LAZY:
+            _ = a._np, b._np
+            if key in self:
+                return dict.__getitem__(self, key)
+        raise KeyError(key)
 
 
 PROMOTION_TABLE = _build_promotion_table()
@@ -230,7 +325,10 @@ def coerce_dtype(dtype, name: str = "dtype", func: str = "") -> DType:
             return complex128
         if dtype is _builtin_bool:
             return bool
-        return FROM_NUMPY[np.dtype(dtype)]
+        found = lookup_numpy(np.dtype(dtype))
+        if found is None:
+            raise KeyError(dtype)
+        return found
     except (KeyError, TypeError):
         prefix = f"{func}: " if func else ""
         raise TypeError(

@@ -564,7 +564,7 @@ def _as_operand(func: str, s, name: str, other):
     import numpy as np
 
     if isinstance(s, np.generic) and other.__class__ is Array:
-        dt = _dtypes.FROM_NUMPY.get(s.dtype)
+        dt = _dtypes.lookup_numpy(s.dtype)
         if dt is not None:
             dev = other._device
             return Array._new(dev._backend.from_host(np.asarray(s), dev), dt, dev)

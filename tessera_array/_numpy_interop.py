@@ -735,11 +735,11 @@ def _operand(obj, dev, label):
     if cls is Array or cls in _PY_SCALARS or obj is None:
         return obj
     if isinstance(obj, np.generic):
-        if obj.dtype not in _dtypes.FROM_NUMPY:
+        if _dtypes.lookup_numpy(obj.dtype) is None:
             raise _Unmapped(f"an operand of dtype {obj.dtype}")
         return _ns().asarray(np.asarray(obj), device=dev)
     if isinstance(obj, np.ndarray):
-        if obj.dtype not in _dtypes.FROM_NUMPY:
+        if _dtypes.lookup_numpy(obj.dtype) is None:
             raise _Unmapped(f"an operand of dtype {obj.dtype}")
         # A 0-d array is what NumPy makes of a NumPy scalar inside its own scalar
         # operators (``np.float64(1.5) < x``): taken as that scalar, as above.
@@ -852,12 +852,12 @@ def _from_host(obj, dev, owners):
         owner = owners.get(id(obj))
         if owner is not None and owner._data is obj:
             return owner  # an out= array written in place
-        dt = _dtypes.FROM_NUMPY.get(obj.dtype)
+        dt = _dtypes.lookup_numpy(obj.dtype)
         if dt is None:
             return obj
         return Array._new(dev._backend.from_host(obj, dev), dt, dev)
     if isinstance(obj, np.generic):
-        dt = _dtypes.FROM_NUMPY.get(obj.dtype)
+        dt = _dtypes.lookup_numpy(obj.dtype)
         if dt is None:
             return obj
         return Array._new(dev._backend.from_host(np.asarray(obj), dev), dt, dev)

@@ -12,6 +12,9 @@ import os
 import subprocess
 import sys
 
+import ml_dtypes
+import numpy as np
+
 GPU_LIBRARIES = ("cupy", "cupyx", "pyopencl", "torch", "jax", "jaxlib", "numba", "pycuda", "cuda")
 
 _IMPORT_ONLY = """
@@ -100,3 +103,60 @@ def test_subpackages_load_on_first_attribute_access(tmp_path):
     assert _gpu_modules(after) == []
     assert out["names"] == ["Adam", "cg", "csr_array", "attention", "rfft", "solve"]
     assert out["missing"] == "module 'tessera_array' has no attribute 'no_such_subpackage'"
+
+
+_NO_BFLOAT16 = """
+import json, sys
+import tessera_array as xp
+x = xp.asarray([1.0, 2.0])
+ys = [x + x, xp.sin(x), xp.sum(x), xp.astype(x, xp.float16) * 2, xp.finfo(xp.float32).eps,
+      xp.result_type(xp.float32, xp.int8), x.dtype == "float64", {xp.bfloat16: 1}]
+print(json.dumps({"ml_dtypes": "ml_dtypes" in sys.modules}))
+"""
+
+_FIRST_BFLOAT16 = """
+import json, pickle, sys
+import tessera_array as xp
+case = sys.argv[1]
+if case == "ndarray":  # the caller's own ml_dtypes array comes in first
+    import ml_dtypes, numpy as np
+    a = xp.asarray(np.asarray([1.5, -2.25], dtype=ml_dtypes.bfloat16))
+    out = [str(a.dtype), [float(v) for v in np.asarray(xp.astype(a + a, xp.float32))]]
+elif case == "promotion":  # a dtype-only question first
+    out = [str(xp.result_type(xp.bfloat16, xp.float16)),
+           str(xp.result_type(xp.bfloat16, xp.int8)), xp.can_cast(xp.bfloat16, xp.float32)]
+elif case == "finfo":
+    out = [xp.finfo(xp.bfloat16).eps, xp.finfo(xp.bfloat16).bits]
+elif case == "math":  # the namespace's float32 fallbacks for missing bfloat16 loops
+    b = xp.asarray([0.5, 1.0], dtype=xp.bfloat16)
+    out = [str(xp.sin(b).dtype), [float(v) for v in xp.astype(xp.exp(b), xp.float32)],
+           pickle.loads(pickle.dumps(xp.bfloat16)) is xp.bfloat16]
+print(json.dumps(out))
+"""
+
+
+def test_bfloat16_loads_ml_dtypes_on_first_use_only():
+    """ml_dtypes' C extension (about half a second) loads when bfloat16 is first used,
+    never with ``import tessera_array`` or work in other dtypes."""
+    assert _run(_NO_BFLOAT16) == {"ml_dtypes": False}
+
+
+def test_bfloat16_works_whichever_use_comes_first():
+    """Each first use of bfloat16, in a fresh process, gives the same answers as when
+    bfloat16 was loaded long before: an ml_dtypes array brought in, a promotion asked
+    of the dtypes alone, finfo, math functions (and the dtype pickles to itself)."""
+    def run(case):
+        env = dict(os.environ)
+        env.pop("TESSERA_DEVICE", None)
+        proc = subprocess.run([sys.executable, "-c", _FIRST_BFLOAT16, case],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    assert run("ndarray") == ["bfloat16", [3.0, -4.5]]
+    assert run("promotion") == ["float32", "bfloat16", True]
+    assert run("finfo") == [0.0078125, 16]
+    sin_dtype, exp, same = run("math")
+    assert sin_dtype == "bfloat16" and same is True
+    assert exp == [float(np.exp(np.float32(0.5)).astype(ml_dtypes.bfloat16)),
+                   float(np.exp(np.float32(1.0)).astype(ml_dtypes.bfloat16))]

@@ -199,6 +199,9 @@ class CupyBackend:
         try:
             return _dtypes.FROM_NUMPY[a.dtype]
         except KeyError:
+            found = _dtypes.lookup_numpy(a.dtype)  # bfloat16 before its first use
+            if found is not None:
+                return found
             raise TypeError(f"{self.name} backend: dtype {a.dtype} is not an Array API "
                             f"dtype") from None
 

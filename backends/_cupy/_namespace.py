@@ -41,12 +41,10 @@ import functools
 
 import numpy as np
 from tessera_array.backends._xp import Namespace
-
-from tessera_array import _dtypes
+from tessera_array.backends._xp._dtypes import is_bfloat16
 
 __all__ = ["CupyNamespace"]
 
-_BFLOAT16 = np.dtype(_dtypes.bfloat16._np)
 
 
 class CupyNamespace(Namespace):
@@ -199,12 +197,12 @@ class CupyNamespace(Namespace):
     def argsort(self, a, /, *, axis=-1, descending=False, stable=True):
         # CuPy's sort (thrust) has no bfloat16: float32 holds every bfloat16 exactly and
         # in the same order (NaNs and signed zeros included), so its order is bfloat16's.
-        if a.dtype == _BFLOAT16:
+        if is_bfloat16(a.dtype):
             a = a.astype(np.float32)
         return super().argsort(a, axis=axis, descending=descending, stable=stable)
 
     def sort(self, a, /, *, axis=-1, descending=False, stable=True):
-        if a.dtype == _BFLOAT16:  # (as argsort; the values round back exactly)
+        if is_bfloat16(a.dtype):  # (as argsort; the values round back exactly)
             r = super().sort(a.astype(np.float32), axis=axis, descending=descending,
                              stable=stable)
             return r.astype(a.dtype)

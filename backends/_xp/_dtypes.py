@@ -7,24 +7,34 @@ Array modules that mirror NumPy's API (NumPy, CuPy) describe their buffers with
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
-__all__ = ["BFLOAT16", "COMPLEX_OF", "INDEX", "REAL_OF", "UINT64", "kind_of"]
+__all__ = ["COMPLEX_OF", "INDEX", "REAL_OF", "UINT64", "bfloat16", "is_bfloat16", "kind_of"]
 
 INDEX = np.dtype(np.int64)
 """The dtype of index results (argmax, argsort, nonzero, unique's indices and counts)."""
 
 UINT64 = np.dtype(np.uint64)
 
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-"""ml_dtypes' bfloat16; NumPy files it under kind ``"V"``."""
+
+
+def bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16 (NumPy files it under kind ``"V"``), imported on first use."""
+    from tessera_array import _dtypes
+
+    return _dtypes.bfloat16._np
+
+
+def is_bfloat16(dtype) -> bool:
+    """Whether NumPy dtype ``dtype`` is ml_dtypes' bfloat16 (ml_dtypes is not imported for
+    the question: such a dtype exists only once it is)."""
+    return dtype.kind == "V" and dtype.name == "bfloat16" and dtype == bfloat16()
 
 
 def kind_of(dtype) -> str:
     """``dtype.kind``, with ``"f"`` for bfloat16 (a real floating dtype to tessera)."""
     kind = dtype.kind
-    if kind == "V" and dtype == BFLOAT16:
+    if kind == "V" and is_bfloat16(dtype):
         return "f"
     return kind
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 
+from tessera_array import _dtypes as _front_dtypes
 from tessera_array._backend_api import OPS, OPTIONAL_OPS
 from tessera_array._errors import LinAlgError
 
 from ._core import CoreFunctions
 from ._creation_functions import CreationFunctions
-from ._dtypes import BFLOAT16
+from ._dtypes import bfloat16
 from ._elementwise_functions import MODULE_FUNCTIONS, ElementwiseFunctions
 from ._linalg import LinalgFunctions
 from ._linear_algebra_functions import LinearAlgebraFunctions
@@ -174,14 +175,18 @@ class Namespace(
                 and self.stores_negative_zero):
             self.setitem = self.setitem_checked
         if self.probe_bfloat16_loops:
-            for name in self.bfloat16_gaps():
-                setattr(self, name, via_float32(getattr(self, name), m))
+            # bfloat16 (ml_dtypes) loads on its first use; the probe waits for it.
+            _front_dtypes.when_loaded(_front_dtypes.bfloat16, self._patch_bfloat16_gaps)
+
+    def _patch_bfloat16_gaps(self) -> None:
+        for name in self.bfloat16_gaps():
+            setattr(self, name, via_float32(getattr(self, name), self.m))
 
     def bfloat16_gaps(self) -> list:
         """The names of :data:`MODULE_FUNCTIONS` bound to the module's function that
         refuse bfloat16 operands (no loop for them), bitwise functions aside."""
         m = self.m
-        sample = m.asarray([0.5, 1.5], dtype=BFLOAT16)
+        sample = m.asarray([0.5, 1.5], dtype=bfloat16())
         gaps = []
         for name, attr in MODULE_FUNCTIONS.items():
             fn = getattr(self, name)
@@ -263,13 +268,14 @@ def via_float32(fn, m):
     functions on the CPU; other dtypes call ``fn`` unchanged.
     """
     f32 = m.dtype(m.float32)
+    bf16 = bfloat16()
 
     def op(*args, **kwargs):
-        if not any(getattr(a, "dtype", None) == BFLOAT16 for a in args):
+        if not any(getattr(a, "dtype", None) == bf16 for a in args):
             return fn(*args, **kwargs)
-        wide = [a.astype(f32) if getattr(a, "dtype", None) == BFLOAT16 else a for a in args]
+        wide = [a.astype(f32) if getattr(a, "dtype", None) == bf16 else a for a in args]
         r = fn(*wide, **kwargs)
-        return r.astype(BFLOAT16) if getattr(r, "dtype", None) == f32 else r
+        return r.astype(bf16) if getattr(r, "dtype", None) == f32 else r
 
     op.__name__ = op.__qualname__ = getattr(fn, "__name__", "op")
     op.__wrapped__ = fn

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from tessera_array.backends._xp import export_dlpack
+from tessera_array.backends._xp._dtypes import is_bfloat16
 
 from tessera_array import _dtypes
 from tessera_array._devices import Device
@@ -18,7 +19,6 @@ from . import _ops
 
 __all__ = ["backend", "NumpyBackend"]
 
-_BFLOAT16 = _dtypes.bfloat16._np
 
 
 class NumpyBackend:
@@ -72,6 +72,9 @@ class NumpyBackend:
         try:
             return _dtypes.FROM_NUMPY[a.dtype]
         except KeyError:
+            found = _dtypes.lookup_numpy(a.dtype)  # bfloat16 before its first use
+            if found is not None:
+                return found
             raise TypeError(
                 f"numpy backend: dtype {a.dtype} is not an Array API dtype"
             ) from None
@@ -91,7 +94,7 @@ class NumpyBackend:
 
     @staticmethod
     def dlpack(native, *, stream=None, max_version=None, dl_device=None, copy=None):
-        if native.dtype == _BFLOAT16:
+        if is_bfloat16(native.dtype):
             # Note: NumPy's DLPack exporter has no bfloat16 (DLPack's kDLBfloat, code 4).
             raise BufferError(
                 "__dlpack__: the numpy backend cannot export bfloat16 through DLPack "

@@ -204,6 +204,9 @@ class OpenclBackend:
         try:
             return _dtypes.FROM_NUMPY[a.dtype]
         except KeyError:
+            found = _dtypes.lookup_numpy(a.dtype)  # bfloat16 before its first use
+            if found is not None:
+                return found
             raise TypeError(
                 f"opencl backend: dtype {a.dtype} is not an Array API dtype"
             ) from None
@@ -219,7 +222,7 @@ class OpenclBackend:
         import numpy as np
 
         host = np.asarray(array)
-        dt = _dtypes.FROM_NUMPY.get(host.dtype)
+        dt = _dtypes.lookup_numpy(host.dtype)
         if dt is not None:
             need = self.missing_capability(device, dt)
             if need is not None:
