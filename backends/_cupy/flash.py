@@ -15,8 +15,8 @@ dV over key blocks (the scores computed twice, no atomics).
 
 Routing (head dim -> tile of each kernel: MT 16-row tiles a warp, BN columns a tile, NB
 the kernel's ``__launch_bounds__`` minimum blocks a multiprocessor), chosen by register
-use without spills (``nvcc -Xptxas -v``, sm_90) until ``benchmarks/probe_flash.py`` on
-the GPU says otherwise; pinned by ``tests/test_cuda_flash.py``:
+use without spills (``nvcc -Xptxas -v``, sm_90; CI fails a spill) and by
+``benchmarks/probe_flash.py``; pinned by ``tests/test_cuda_flash.py``:
 
 ======  =====================  ====================  ========================
 D       forward (query rows)   dq (query rows)       dkdv (key rows)
@@ -24,6 +24,19 @@ D       forward (query rows)   dq (query rows)       dkdv (key rows)
 64      MT 2 (128), BN 64      MT 1 (64), BN 64      MT 1 (64), BN 64
 128     MT 1 (64), BN 64       MT 1 (64), BN 64      MT 1 (64), BN 32
 ======  =====================  ====================  ========================
+
+The forward's D 128 tile on an H100 (TFLOP/s, B=8 H=16 S=2048; torch's SDPA 307-334):
+
+=================  ===========  ===========  ===========
+tile (MT, BN, NB)  bf16         fp16         fp16 causal, dropout 0.1
+=================  ===========  ===========  ===========
+(1, 64, 2)         182          203          102
+(1, 128, 1)        169          232          87
+(2, 64, 1)         181          256          75
+=================  ===========  ===========  ===========
+
+(1, 64, 2) stays: the best in bf16 and with dropout; why MT 2 gains in fp16 alone is open
+(``benchmarks/NOTES.md``).
 
 Every launch runs on the current stream of q's device; nothing synchronizes with the host
 except the first upload of an offset table (:func:`.attention._table`).
