@@ -1,0 +1,231 @@
+"""The lane arithmetic of ``kernels/cuda/flash_attention.cu``, emulated on the CPU.
+
+The tensor-core kernels run only on NVIDIA GPUs (``tests/test_cuda_flash.py`` checks their
+results there); CI has none. What can be checked without one is the index arithmetic the
+results depend on, in the kernel's own expressions (pinned below, as
+``tests/test_wave_emulation.py`` pins the warp kernels):
+
+- the shared dropout blocks: each lane's share of its quad's Philox blocks and the
+  shuffles that hand every lane the keep bits of its own elements of mma.sync's C
+  layout (rows g and g + 8, columns 2tq and 2tq + 1 of each n-tile), in the row layout
+  (forward, dq) and in dkdv's transposed one, against the CPU's Philox masks;
+- the shared-memory swizzle: the eight row addresses of every ldmatrix phase and of
+  every cp.async quarter-warp fall in eight different 16-byte bank groups;
+- the tile ranges of the band: the key tiles of a query block (and the query tiles of a
+  key block) hold every visible pair and skip only tiles with none.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+from tessera_array.backends._common.layout import band
+from tessera_array.backends.numpy import philox as np_philox
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "kernels" / "cuda" / "flash_attention.cu"
+WARP = 32
+
+PINS = [
+    # row layout (forward, dq): this lane's block, and the reading of its bits
+    ("((unsigned long long)bh * sq + (unsigned long long)(r16 + g + 8 * (tq >> 1))) * "
+     "(unsigned long long)sk;"),
+    "kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);",
+    "const unsigned m = __shfl_sync(FULL, kb, (lane & ~3) | (2 * h + (tq >> 1)));",
+    "const int sh = (2 * tq) & 3;",
+    "k0 = (m >> sh) & 1u;",
+    "k1 = (m >> (sh + 1)) & 1u;",
+    # dkdv's transposed layout
+    "const int r = g & 3;",
+    "const int jc = j0 + wrow + a * 16 + 4 * (g >> 2) + 8 * (r >> 1);",
+    "const int ic = i0 + b * 8 + 2 * tq + (r & 1);",
+    "(lane & ~12) | ((2 * h + e) << 2));",
+    "z = (mb >> (g & 3)) & 1u ? keep_scale : 0.0f;",
+    # keep_bits4: bit w is word w of the block of c >> 2
+    ("return (u.x >= key.threshold ? 1u : 0u) | (u.y >= key.threshold ? 2u : 0u) | "
+     "(u.z >= key.threshold ? 4u : 0u) | (u.w >= key.threshold ? 8u : 0u);"),
+    # the swizzle and the ldmatrix / cp.async addresses
+    "return (unsigned)((r * (D / 8) + (c ^ (r & 7))) * 16);",
+    "ldmatrix_x4(af[a], sA + swz<D>(r0 + a * 16 + (lane & 15), 2 * kk + (lane >> 4)));",
+    ("ldmatrix_x4(bf, sB + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), "
+     "2 * kk + ((lane >> 3) & 1)));"),
+    ("ldmatrix_x4_trans(bf, sB + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), "
+     "2 * dp + (lane >> 4)));"),
+    "const int t = threadIdx.x + it * NW * WARP;",
+    "const int r = t / CH, c = t - r * CH;",
+    # the band's tile ranges
+    "long long a = (long long)i0 + lo, b = (long long)i0 + ni - 1 + hi + 1;",
+    "long long a = (long long)j0 - hi, b = (long long)j0 + nj - 1 - lo + 1;",
+    "begin = (int)(a / tile);",
+    "end = b > a ? (int)((b + tile - 1) / tile) : begin;",
+]
+
+
+def _normal(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
+    text = "\n".join(re.sub(r"//.*", "", ln) for ln in text.splitlines())
+    return re.sub(r"\s+", " ", text)
+
+
+def test_the_mirrored_source_lines_are_there():
+    text = _normal(SOURCE.read_text())
+    missing = [line for line in PINS if _normal(line) not in text]
+    assert not missing, f"flash_attention.cu no longer has: {missing}"
+
+
+LANES = np.arange(WARP)
+G, TQ = LANES >> 2, LANES & 3
+
+
+def keep_bits4(c, seed, offset, thr):
+    """keep_bits4 of counters ``c`` (uint64 array): 4 bits, bit w = word w >= thr."""
+    block = c >> np.uint64(2)
+    words = np.stack([block.astype(np.uint32), (block >> np.uint64(32)).astype(np.uint32),
+                      np.full(c.shape, offset & 0xFFFFFFFF, np.uint32),
+                      np.full(c.shape, offset >> 32, np.uint32)], axis=-1)
+    u = np_philox.philox4x32_10(words, (seed & 0xFFFFFFFF, seed >> 32))
+    return ((u >= np.uint32(thr)) * np.array([1, 2, 4, 8])).sum(axis=-1).astype(np.int64)
+
+
+def shfl(v, src):
+    """``__shfl_sync(FULL, v, src)``: lane i reads lane src[i] (the last axis)."""
+    return np.take_along_axis(v, np.broadcast_to(src, v.shape), axis=-1)
+
+
+# (bh, Sq, Sk, first row of the 16-row tile, first key of the n-tiles): Sk % 4 == 0,
+# counters past 2**32 blocks included
+GEOMETRY = [(0, 64, 64, 0, 0), (3, 100, 128, 48, 64), (2**20 + 5, 4096, 2052, 4080, 2048),
+            (7, 33, 12, 16, 8)]
+KEYS = [(1234, 5, 0.1), (2**64 - 1, 2**63 + 3, 0.5), (77, 2**33, 0.3)]
+
+
+@pytest.mark.parametrize("seed, offset, p", KEYS)
+@pytest.mark.parametrize("bh, sq, sk, r16, j0", GEOMETRY)
+def test_row_layout_lanes_get_their_elements_keep_bits(bh, sq, sk, r16, j0, seed, offset, p):
+    """Forward and dq: every lane's two elements of every n-tile, both rows, get the CPU
+    mask's keep bits through the quad's shared blocks."""
+    thr = int(p * 2**32)
+    nt = 8  # n-tiles of the emulated tile (BN 64)
+    rc = (np.uint64(bh) * np.uint64(sq) + (r16 + G + 8 * (TQ >> 1)).astype(np.uint64)) \
+        * np.uint64(sk)
+    cols = (j0 + np.arange(nt)[:, None] * 8 + 4 * (TQ & 1)).astype(np.uint64)  # (nt, 32)
+    kbits = keep_bits4(rc + cols, seed, offset, thr)  # (nt, 32): each lane's share
+    # the CPU's mask of the tile (rows past Sq and columns past Sk follow the same
+    # counter formula, as in the kernel, whose results there are never used)
+    mask = np_philox.keep_block(seed, offset, thr, sq, sk, bh, r16, r16 + 16, j0,
+                                j0 + 8 * nt)
+    for h in (0, 1):
+        m = shfl(kbits, (LANES & ~3) | (2 * h + (TQ >> 1)))
+        sh = (2 * TQ) & 3
+        k0, k1 = (m >> sh) & 1, (m >> (sh + 1)) & 1
+        for b in range(nt):
+            want0 = mask[G + 8 * h, 8 * b + 2 * TQ]
+            want1 = mask[G + 8 * h, 8 * b + 2 * TQ + 1]
+            assert np.array_equal(k0[b].astype(bool), want0), (h, b)
+            assert np.array_equal(k1[b].astype(bool), want1), (h, b)
+
+
+@pytest.mark.parametrize("seed, offset, p", KEYS)
+@pytest.mark.parametrize("bh, sq, sk, j16, i0", GEOMETRY)
+def test_dkdv_lanes_get_their_elements_keep_bits(bh, sq, sk, j16, i0, seed, offset, p):
+    """dkdv (rows are keys j, columns queries i): every lane's elements get the keep bits
+    of counter (bh Sq + i) Sk + j through the four lanes g & 3 that share the blocks."""
+    if j16 + 16 > sk:
+        j16 = sk - 16 if sk >= 16 else 0
+    if i0 + 64 > sq:
+        i0 = max(0, sq - 64)
+    thr = int(p * 2**32)
+    nt = 8  # query n-tiles (BQ 64)
+    r = G & 3
+    jc = j16 + 4 * (G >> 2) + 8 * (r >> 1)  # a = 0, wrow = 0: the tile's first key j16
+    kbits = np.stack([keep_bits4((np.uint64(bh) * np.uint64(sq)
+                                  + (i0 + b * 8 + 2 * TQ + (r & 1)).astype(np.uint64))
+                                 * np.uint64(sk) + jc.astype(np.uint64), seed, offset, thr)
+                      for b in range(nt)])
+    mask = np_philox.keep_block(seed, offset, thr, sq, sk, bh, 0, sq, 0, sk)
+    for h in (0, 1):
+        j = j16 + G + 8 * h
+        for e in (0, 1):
+            mb = shfl(kbits, (LANES & ~12) | ((2 * h + e) << 2))
+            got = (mb >> (G & 3)) & 1
+            for b in range(nt):
+                i = i0 + b * 8 + 2 * TQ + e
+                ok = (i < sq) & (j < sk)
+                want = mask[np.minimum(i, sq - 1), np.minimum(j, sk - 1)]
+                assert np.array_equal(got[b][ok].astype(bool), want[ok]), (h, e, b)
+
+
+def swz(r, c, d):
+    return (r * (d // 8) + (c ^ (r & 7))) * 16
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_swizzle_spreads_every_phase_over_eight_bank_groups(d):
+    """ldmatrix reads eight 16-byte rows a phase (lanes 8q..8q+7) and cp.async stores
+    eight 16-byte chunks a quarter-warp: each set lands in eight different 16-byte bank
+    groups (byte address / 16 mod 8), i.e. without bank conflicts."""
+    lane = LANES
+    for kk in range(d // 16):
+        for r0 in (0, 16, 48):
+            a = swz(r0 + (lane & 15), 2 * kk + (lane >> 4), d)  # A fragments
+            b = swz(r0 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1), d)
+            t = swz(r0 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * kk + (lane >> 4),
+                    d)  # the transposed loads of the P V products
+            for addr in (a, b, t):
+                for q in range(4):
+                    groups = (addr[8 * q:8 * q + 8] // 16) % 8
+                    assert len(set(groups.tolist())) == 8, (kk, r0, q)
+    ch = d // 8
+    for it in range(4):  # load_tile: thread t writes chunk (t / CH, t % CH)
+        t = np.arange(128) + it * 128
+        addr = swz(t // ch, t % ch, d)
+        for q in range(0, 128, 8):
+            assert len(set(((addr[q:q + 8] // 16) % 8).tolist())) == 8
+
+
+def key_tiles(i0, ni, tile, lo, hi, sk):
+    a, b = max(i0 + lo, 0), min(i0 + ni - 1 + hi + 1, sk)
+    begin = a // tile
+    return begin, ((b + tile - 1) // tile if b > a else begin)
+
+
+def query_tiles(j0, nj, tile, lo, hi, sq):
+    a, b = max(j0 - hi, 0), min(j0 + nj - 1 - lo + 1, sq)
+    begin = a // tile
+    return begin, ((b + tile - 1) // tile if b > a else begin)
+
+
+@pytest.mark.parametrize("causal, window", [(None, None), ("top_left", None),
+                                            ("bottom_right", None), (None, (40, 7)),
+                                            ("bottom_right", (70, None)), (None, (0, 0))])
+@pytest.mark.parametrize("sq, sk", [(200, 333), (2048, 2048), (70, 260), (200, 64), (9, 1)])
+def test_band_tile_ranges_hold_every_visible_pair(causal, window, sq, sk):
+    """The key tiles a query block visits hold every key any of its queries sees, and
+    every visited tile holds a pair of the band for the block's rows (the last block's
+    rows past Sq counted: the kernel bounds the range by the block, and masks those rows
+    element by element); likewise the query tiles of a key block."""
+    lo, hi = band(causal, window, sq, sk)
+    rows, tile = 64, 64
+    i = np.arange(sq + rows)[:, None]
+    j = np.arange(sk + rows)[None, :]
+    band_ = (j - i >= lo) & (j - i <= hi)  # rows and columns past the ends included
+    vis = band_[:sq, :sk]
+    for i0 in range(0, sq, rows):
+        begin, end = key_tiles(i0, rows, tile, lo, hi, sk)
+        seen = vis[i0:i0 + rows].any(axis=0)
+        cols = np.nonzero(seen)[0]
+        if cols.size:
+            assert begin <= cols[0] // tile and cols[-1] // tile < end
+        for t in range(begin, end):  # none visited in vain
+            assert band_[i0:i0 + rows, t * tile:min((t + 1) * tile, sk)].any(), (i0, t)
+    for j0 in range(0, sk, 64):
+        begin, end = query_tiles(j0, 64, 32, lo, hi, sq)
+        seen = vis[:, j0:j0 + 64].any(axis=1)
+        qs = np.nonzero(seen)[0]
+        if qs.size:
+            assert begin <= qs[0] // 32 and qs[-1] // 32 < end
+        for t in range(begin, end):
+            assert band_[t * 32:min((t + 1) * 32, sq), j0:j0 + 64].any(), (j0, t)
