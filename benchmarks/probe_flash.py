@@ -16,24 +16,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
+
+from .probe_krylov_grid import _events  # CUDA events over calls, median, us
 
 ALTERNATIVES = {128: [(1, 64, 2), (1, 128, 1), (2, 64, 1)],
                 64: [(2, 64, 1), (2, 128, 1), (1, 64, 2)]}
-
-
-def _time(cp, fn, reps=10, warm=3):
-    for _ in range(warm):
-        fn()
-    out = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)  # s
-    return statistics.median(out)
 
 
 def main(argv=None):
@@ -98,7 +85,7 @@ def _rows(d, tdt, tiles, B=8, H=16, S=2048):
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                           dropout_p=p)
-            t_torch = _time(cp, theirs)
+            t_torch = _events(theirs, reps=10) * 1e-6  # s
             row = (f"{tdt} D={d} causal={int(causal)} p={p}: torch "
                    f"{flops / t_torch / 1e12:.0f} TFLOP/s ({t_torch * 1e3:.3f} ms)")
             for tile in tiles:
@@ -107,7 +94,7 @@ def _rows(d, tdt, tiles, B=8, H=16, S=2048):
                                                causal="top_left" if causal else None,
                                                dropout=drop)
                 try:
-                    t = _time(cp, ours)
+                    t = _events(ours, reps=10) * 1e-6
                     row += (f"; ours {tuple(tile)} {flops / t / 1e12:.0f} "
                             f"({t_torch / t:.2f}x torch)")
                 except (RuntimeError, ValueError) as e:

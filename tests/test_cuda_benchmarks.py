@@ -197,6 +197,17 @@ class _Clock:
         return self.now - token
 
 
+def _toy_doc(res) -> dict:
+    """A results document around one result, as the report reads it."""
+    return {"machine": {"cpu_model": "v", "cores_usable": 1, "cores_logical": 1,
+                        "platform": "p"},
+            "versions": {"numpy": "n", "scipy": "s", "tessera_array": "t", "python": "3"},
+            "git": {}, "timing": {"method": "m", "timer": "virtual"}, "quick": False,
+            "backend": "toy", "device": {"device": "cuda:0", "description": "d",
+                                         "driver": "x"},
+            "created": "now", "benchmarks": [res], "suites": []}
+
+
 def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
     """A row naming bytes_moved gets each side's effective TB/s (bytes / median ns / 1e3),
     shown under the suite's table."""
@@ -215,13 +226,7 @@ def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
     (res,) = _core.run_benchmarks([bench], timer=clock, settings=settings, root=tmp_path)
     assert res["status"] == "ok"
     assert res["effective_TB_s"] == pytest.approx({"tessera": 5.0, "peer": 4.0})
-    doc = {"machine": {"cpu_model": "v", "cores_usable": 1, "cores_logical": 1,
-                       "platform": "p"},
-           "versions": {"numpy": "n", "scipy": "s", "tessera_array": "t", "python": "3"},
-           "git": {}, "timing": {"method": "m", "timer": "virtual"}, "quick": False,
-           "backend": "toy", "device": {"device": "cuda:0", "description": "d", "driver": "x"},
-           "created": "now", "benchmarks": [res], "suites": []}
-    text = _report.markdown(doc)
+    text = _report.markdown(_toy_doc(res))
     assert "effective bandwidth tessera 5.00 TB/s, torch 4.00 TB/s" in text
 
 
@@ -242,13 +247,7 @@ def test_flops_gives_each_side_its_rate(tmp_path):
                               warmup=1)
     (res,) = _core.run_benchmarks([bench], timer=clock, settings=settings, root=tmp_path)
     assert res["TFLOP_s"] == pytest.approx({"tessera": 200.0, "peer": 100.0})
-    doc = {"machine": {"cpu_model": "v", "cores_usable": 1, "cores_logical": 1,
-                       "platform": "p"},
-           "versions": {"numpy": "n", "scipy": "s", "tessera_array": "t", "python": "3"},
-           "git": {}, "timing": {"method": "m", "timer": "virtual"}, "quick": False,
-           "backend": "toy", "device": {"device": "cuda:0", "description": "d", "driver": "x"},
-           "created": "now", "benchmarks": [res], "suites": []}
-    assert "tessera 200 TFLOP/s, torch 100 TFLOP/s" in _report.markdown(doc)
+    assert "tessera 200 TFLOP/s, torch 100 TFLOP/s" in _report.markdown(_toy_doc(res))
 
 
 def test_cuda_attention_suite_declares_the_issue_rows():
