@@ -43,11 +43,11 @@ def spd(n, seed=1):
     return g @ g.T / n + 0.05 * np.eye(n)
 
 
-def hermitian(n, seed=3):
-    """A dense Hermitian positive definite matrix ``g g^H / n + 0.5 I``."""
+def hermitian(n, seed=3, shift=0.5):
+    """A dense Hermitian positive definite matrix ``g g^H / n + shift I``."""
     rng = np.random.default_rng(seed)
     g = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
-    return g @ g.conj().T / n + 0.5 * np.eye(n)
+    return g @ g.conj().T / n + shift * np.eye(n)
 
 
 def rhs(n, seed=5, dtype=np.float64):

@@ -23,20 +23,16 @@ from tessera_array.sparse.linalg import _gmres
 sp = pytest.importorskip("scipy.sparse")
 sla = pytest.importorskip("scipy.sparse.linalg")
 from _problems import convection_diffusion, poisson2d
+from _problems import hermitian as _hermitian
 from _problems import perturbed as _perturbed
+from _problems import spd as dense_spd
 
 # ---- test problems (NumPy / SciPy, float64 or complex128) ---------------------------
-
-
-def dense_spd(n, seed=1):
-    g = np.random.default_rng(seed).standard_normal((n, n))
-    return g @ g.T / n + 0.05 * np.eye(n)
+# dense_spd (_problems.spd) and, here, a Hermitian one of seed 2 and shift 0.1
 
 
 def complex_hermitian(n, seed=2):
-    rng = np.random.default_rng(seed)
-    g = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
-    return g @ g.conj().T / n + 0.1 * np.eye(n)
+    return _hermitian(n, seed=seed, shift=0.1)
 
 
 def _rhs(n, complex_=False, seed=3):
