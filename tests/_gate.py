@@ -194,13 +194,16 @@ def skip_or_fail(missing: MissingBackend, *, module_level: bool = False):
 def loaded_backend(name: str):
     """The loaded backend object ``name`` for one test: skips it (with the reason) where the
     backend did not load or is left out, fails it where ``TESSERA_REQUIRE_BACKENDS`` names
-    the backend."""
+    the backend, and fails it where the plan says it runs but discovery has no such
+    backend (the gate and discovery out of step)."""
     missing = missing_backend(name)
     if missing is not None:
         skip_or_fail(missing)
     backend = _discovery.loaded_backends().get(name)
-    if backend is None:
-        pytest.skip(f"{name}: not among this run's backends")
+    if backend is None:  # the plan says it runs, discovery has none: a gate out of step
+        pytest.fail(f"{name}: the test plan has the backend, but discovery loaded none "
+                    f"by that name (loaded: {sorted(_discovery.loaded_backends())})",
+                    pytrace=False)
     return backend
 
 

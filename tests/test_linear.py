@@ -252,7 +252,6 @@ def test_linear_refuses_mixed_devices():
 def test_numpy_linear_is_one_gemm_into_the_prefilled_output(monkeypatch):
     """The NumPy backend's launcher: one ?gemm call with beta = 1 whose C is the output
     buffer itself (pre-filled with bias + residual), no matmul and no extra additions."""
-    pytest.importorskip("scipy")
     from scipy.linalg import blas
     from tessera_array.backends.numpy import matvec
 
@@ -392,7 +391,6 @@ def test_linear_half_reference_rounds_once(dtype):
 def test_numpy_linear_half_is_one_sgemm(dtype, monkeypatch):
     """On the CPU a 16-bit linear is one sgemm (float32) into the pre-filled float32
     output, then one rounding; registered for both 16-bit dtypes."""
-    pytest.importorskip("scipy")
     from scipy.linalg import blas
     from tessera_array.backends.numpy import matvec
 
