@@ -78,7 +78,8 @@ def attention_dtypes(func: str, q, k, v, mask, grads=(), *, accumulators) -> np.
     the accumulation dtype. ``grads``: ``(out, dout, lse)`` of the backward pass."""
     acc = accumulators.get(q.dtype)
     if acc is None:
-        raise TypeError(f"{func}: q must be float32 or float64. Received: q.dtype={q.dtype}")
+        raise TypeError(f"{func}: q must be {' or '.join(str(d) for d in accumulators)}. "
+                        f"Received: q.dtype={q.dtype}")
     named = [("k", k), ("v", v)] + list(zip(("out", "dout"), grads[:2]))
     for name, a in named:
         if a.dtype != q.dtype:

@@ -44,12 +44,14 @@ except the first upload of an offset table (:func:`.attention._table`).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
 import numpy as np
 from tessera_array.backends._common.checks import attention_dtypes
 from tessera_array.backends._common.layout import band
+from tessera_array.backends._xp._dtypes import bfloat16, is_half
 
 from tessera_array import _dtypes
 
@@ -67,7 +69,6 @@ NW = 4  # warps a block (flash_attention.cu's NW)
 MMA_WARP = 32  # the lanes of mma.sync's fragments (flash_attention.cu's WARP): NVIDIA's ISA
 MIN_CC = 80  # mma.sync with bf16, cp.async, ldmatrix: sm_80 and later
 _ELEMENT = {"float16": "tessera::flash::f16", "bfloat16": "tessera::flash::bf16"}
-_HALF_NP = {np.dtype(d._np): np.dtype(np.float32) for d in _dtypes.HALF_FLOATING}
 _F32 = np.dtype(np.float32)
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _STATIC_SHARED_LIMIT = 48 * 1024  # beyond this a launch must opt in (the attribute)
@@ -137,16 +138,17 @@ def _fast(q, k, v) -> bool:
             and int(q.device.compute_capability) >= MIN_CC)
 
 
-_opted_in: set = set()  # id of the kernels whose dynamic shared memory limit is raised
+# id -> kernel whose dynamic shared memory limit is raised (held, so no id is reused)
+_opted_in: dict = {}
 
 
 def _launch(device, name: str, smem: int, blocks: int, args) -> None:
     import cupy
 
     fn = _kernels.function(FILE, name, device)
-    if smem > _STATIC_SHARED_LIMIT and id(fn) not in _opted_in:
+    if smem > _STATIC_SHARED_LIMIT and _opted_in.get(id(fn)) is not fn:
         cupy.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SHARED, smem)
-        _opted_in.add(id(fn))
+        _opted_in[id(fn)] = fn
     fn((blocks,), (NW * MMA_WARP,), args, shared_mem=smem)
 
 
@@ -167,14 +169,31 @@ def _args(device, blocks_per_bh, q, k, v, mask, lead, scale, causal, window, dro
             np.float32(keep_scale))
 
 
-def _check_sizes(sq, sk):
+def _dims(q, k) -> tuple:
+    """``(lead, sq, d, sk)`` of a call; ValueError past the kernels' 32-bit indices."""
+    sq, d = q.shape[-2:]
+    sk = k.shape[-2]
     if max(sq, sk) >= SIZE_LIMIT:
         raise ValueError(f"attention: the CUDA kernels take Sq, Sk < {SIZE_LIMIT}. "
                          f"Received: Sq={sq}, Sk={sk}")
+    return q.shape[:-2], sq, d, sk
+
+
+def _readable(*arrays) -> tuple:
+    """Each array as it is where the kernels may read it so (:func:`_aligned`), else a
+    C-ordered copy (a contiguous view at an odd address is copied too)."""
+    return tuple(a if _aligned(a) else a.copy(order="C") for a in arrays)
 
 
 def _to_f32(a):
-    return a if a is None or a.dtype not in _HALF_NP else a.astype(_F32)
+    return a if a is None or not is_half(a.dtype) else a.astype(_F32)
+
+
+@functools.cache
+def _accumulators() -> dict:
+    """float32 for each 16-bit dtype (attention_dtypes's table; bfloat16's NumPy dtype is
+    read on the first call, not at import)."""
+    return {np.dtype(np.float16): _F32, bfloat16(): _F32}
 
 
 def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropout=None,
@@ -182,7 +201,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
     """Attention forward, ``(out, lse)``: on tensor cores where :data:`TILES` has the
     head dim (see the module docstring), else through float32. Arguments and results as
     :func:`.attention.attention_fwd`; lse is float32."""
-    attention_dtypes("attention_fwd", q, k, v, mask, accumulators=_HALF_NP)
+    attention_dtypes("attention_fwd", q, k, v, mask, accumulators=_accumulators())
     if not _fast(q, k, v):
         with q.device:
             out, lse = _fwd_tiled(_to_f32(q), _to_f32(k), _to_f32(v), _to_f32(mask),
@@ -197,14 +216,10 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
                   dropout=None, want_lse=True):
     """The tensor-core forward with ``tile`` (head dims of q, k, v equal, 64 or 128;
     ``benchmarks/probe_flash.py`` times tiles other than :data:`TILES` through it)."""
-
     device = q.device
-    lead = q.shape[:-2]
-    sq, d = q.shape[-2:]
-    sk = k.shape[-2]
-    _check_sizes(sq, sk)
+    lead, sq, d, _ = _dims(q, k)
     with device:
-        q, k, v = (a if _aligned(a) else a.copy(order="C") for a in (q, k, v))
+        q, k, v = _readable(q, k, v)
         out = _kernels.empty(lead + (sq, d), q.dtype)
         lse = _kernels.empty(lead + (sq,), _F32)
         bh = math.prod(lead)
@@ -227,7 +242,8 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
     and dV by one over key blocks; every element is summed by one thread in a fixed
     order (no atomics), so the same inputs give the same bits on every run.
     """
-    attention_dtypes("attention_bwd", q, k, v, mask, (out, dout, lse), accumulators=_HALF_NP)
+    attention_dtypes("attention_bwd", q, k, v, mask, (out, dout, lse),
+                     accumulators=_accumulators())
     if not _fast(q, k, v):
         with q.device:
             grads = _bwd_tiled(_to_f32(q), _to_f32(k), _to_f32(v), _to_f32(out),
@@ -246,13 +262,9 @@ def backward_tiled(dq_tile: Tile, dkdv_tile: Tile, q, k, v, out, dout, lse, mask
     import cupy
 
     device = q.device
-    lead = q.shape[:-2]
-    sq, d = q.shape[-2:]
-    sk = k.shape[-2]
-    _check_sizes(sq, sk)
+    lead, sq, d, sk = _dims(q, k)
     with device:
-        q, k, v, out, dout = (a if _aligned(a) else a.copy(order="C")
-                              for a in (q, k, v, out, dout))
+        q, k, v, out, dout = _readable(q, k, v, out, dout)
         dq = _kernels.empty(lead + (sq, d), q.dtype)
         dk = _kernels.empty(lead + (sk, d), q.dtype)
         dv = _kernels.empty(lead + (sk, d), q.dtype)

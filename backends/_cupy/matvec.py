@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 from tessera_array.backends._common import memo
 from tessera_array.backends._common.checks import vector_pair
+from tessera_array.backends._xp._dtypes import is_half
 
 from tessera_array import _dtypes
 
@@ -58,8 +59,7 @@ DOT_PER_THREAD = 8  # elements per thread before the dot product takes another b
 DOT_PARTS_MAX = 1024  # blocks (partial sums) of one dot product at most
 
 _FLOAT_NP = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
-_HALF_NP = frozenset(np.dtype(d._np) for d in _dtypes.HALF_FLOATING)
-_LT_NP = _HALF_NP | {np.dtype(np.float32)}  # the dtypes linear hands to cuBLASLt
+_F32 = np.dtype(np.float32)  # with the 16-bit dtypes (is_half), what linear hands cuBLASLt
 CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
          np.dtype(np.complex64): "tessera::cfloat", np.dtype(np.complex128): "tessera::cdouble"}
 
@@ -351,7 +351,7 @@ def linear(x, weight, bias=None, residual=None, *, lt=False):
     from cupy import cublas
 
     with x.device:
-        half = x.dtype in _HALF_NP
+        half = is_half(x.dtype)
         if half and not lt:
             return _linear_in_float32(x, weight, bias, residual)
         if bias is None and residual is None and not half:
@@ -402,7 +402,7 @@ def _lt_fits(x2, w, bias, residual, out, n) -> bool:
     # float32 and the 16-bit dtypes only: for float64, cuBLASLt's heuristic choice took
     # 4.66 ms at 4096^3 on the H200 where CuPy's gemm (cublasGemmEx, FP64 tensor cores)
     # takes 2.35 (NOTES.md)
-    if out.dtype not in _LT_NP:
+    if out.dtype != _F32 and not is_half(out.dtype):
         return False
     for a, shaped in ((bias, False), (residual, True)):
         if a is None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["COMPLEX_OF", "INDEX", "REAL_OF", "UINT64", "bfloat16", "is_bfloat16", "kind_of"]
+__all__ = ["COMPLEX_OF", "INDEX", "REAL_OF", "UINT64", "bfloat16", "is_bfloat16", "is_half",
+           "kind_of"]
 
 INDEX = np.dtype(np.int64)
 """The dtype of index results (argmax, argsort, nonzero, unique's indices and counts)."""
@@ -29,6 +30,15 @@ def is_bfloat16(dtype) -> bool:
     """Whether NumPy dtype ``dtype`` is ml_dtypes' bfloat16 (ml_dtypes is not imported for
     the question: such a dtype exists only once it is)."""
     return dtype.kind == "V" and dtype.name == "bfloat16" and dtype == bfloat16()
+
+
+_F16 = np.dtype(np.float16)
+
+
+def is_half(dtype) -> bool:
+    """Whether NumPy dtype ``dtype`` is float16 or ml_dtypes' bfloat16 (nothing imported
+    for the question)."""
+    return dtype == _F16 or is_bfloat16(dtype)
 
 
 def kind_of(dtype) -> str:
