@@ -208,9 +208,8 @@ def _toy_doc(res) -> dict:
             "created": "now", "benchmarks": [res], "suites": []}
 
 
-def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
-    """A row naming bytes_moved gets each side's effective TB/s (bytes / median ns / 1e3),
-    shown under the suite's table."""
+def _toy_run(tmp_path, params, t_ns, p_ns) -> dict:
+    """One toy row, the tessera side t_ns and the peer p_ns a call on a virtual clock."""
     (tmp_path / "k.py").write_text("X = 1\n")
     clock = _Clock()
 
@@ -218,13 +217,20 @@ def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
         clock.now += ns
 
     bench = _core.Benchmark(
-        suite="toy", name="step", variant="v", tessera="work(400)", peer="work(500)",
-        setup=lambda: {"work": work}, sources=("k.py",),
-        params={"bytes_moved": 2_000_000}, peer_name="torch", check=lambda t, p, ns: None)
+        suite="toy", name="row", variant="v", tessera=f"work({t_ns})", peer=f"work({p_ns})",
+        setup=lambda: {"work": work}, sources=("k.py",), params=params, peer_name="torch",
+        check=lambda t, p, ns: None)
     settings = _core.Settings(batch_ns=1_000, rounds=5, min_rounds=5, max_seconds=60.0,
                               warmup=1)
     (res,) = _core.run_benchmarks([bench], timer=clock, settings=settings, root=tmp_path)
     assert res["status"] == "ok"
+    return res
+
+
+def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
+    """A row naming bytes_moved gets each side's effective TB/s (bytes / median ns / 1e3),
+    shown under the suite's table."""
+    res = _toy_run(tmp_path, {"bytes_moved": 2_000_000}, 400, 500)
     assert res["effective_TB_s"] == pytest.approx({"tessera": 5.0, "peer": 4.0})
     text = _report.markdown(_toy_doc(res))
     assert "effective bandwidth tessera 5.00 TB/s, torch 4.00 TB/s" in text
@@ -233,19 +239,7 @@ def test_bytes_moved_gives_each_side_its_bandwidth(tmp_path):
 def test_flops_gives_each_side_its_rate(tmp_path):
     """A row naming flops gets each side's TFLOP/s (flops / median ns / 1e3), shown under
     the suite's table."""
-    (tmp_path / "k.py").write_text("X = 1\n")
-    clock = _Clock()
-
-    def work(ns):
-        clock.now += ns
-
-    bench = _core.Benchmark(
-        suite="toy", name="attn", variant="v", tessera="work(400)", peer="work(800)",
-        setup=lambda: {"work": work}, sources=("k.py",),
-        params={"flops": 80_000_000}, peer_name="torch", check=lambda t, p, ns: None)
-    settings = _core.Settings(batch_ns=1_000, rounds=5, min_rounds=5, max_seconds=60.0,
-                              warmup=1)
-    (res,) = _core.run_benchmarks([bench], timer=clock, settings=settings, root=tmp_path)
+    res = _toy_run(tmp_path, {"flops": 80_000_000}, 400, 800)
     assert res["TFLOP_s"] == pytest.approx({"tessera": 200.0, "peer": 100.0})
     assert "tessera 200 TFLOP/s, torch 100 TFLOP/s" in _report.markdown(_toy_doc(res))
 

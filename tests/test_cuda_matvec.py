@@ -522,16 +522,7 @@ def test_linear_takes_cublaslt_epilogue(dtype, with_bias, with_res, monkeypatch)
     """A bias vector and a full residual on aligned contiguous operands: in float32 one
     cuBLASLt call (the epilogue's bias, the residual as C), in float64 none (CuPy's gemm is
     the faster there); both against the float64 product."""
-    from tessera_array.backends._cupy import _cublaslt
-
-    calls = []
-    real = _cublaslt.linear_lt
-
-    def spy(*args):
-        calls.append(real(*args))
-        return calls[-1]
-
-    monkeypatch.setattr(_cublaslt, "linear_lt", spy)
+    calls = _spy_linear_lt(monkeypatch)
     rng = np.random.default_rng(41)
     x, w = rng.standard_normal((3, 37, 70)), rng.standard_normal((45, 70))
     b, r = rng.standard_normal(45), rng.standard_normal((3, 37, 45))
@@ -598,6 +589,22 @@ RTOL16 = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 HALF_NAMES = ["float16", "bfloat16"]
 
 
+def _spy_linear_lt(monkeypatch) -> list:
+    """What each call of ``_cublaslt.linear_lt`` returned (True: one cuBLASLt call ran),
+    the calls going through."""
+    from tessera_array.backends._cupy import _cublaslt
+
+    calls = []
+    real = _cublaslt.linear_lt
+
+    def spy(*args):
+        calls.append(real(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(_cublaslt, "linear_lt", spy)
+    return calls
+
+
 def _half_np(name):
     import ml_dtypes
 
@@ -632,20 +639,11 @@ def test_linear_half_takes_cublaslt(name, with_bias, with_res, monkeypatch):
     """16-bit operands, a bias vector and a full residual (or neither): one cuBLASLt call
     (A/B/C/D 16-bit, float32 compute, the bias in the epilogue, the residual as C with
     beta = 1) into the poisoned output, within the dtype's tolerance of float64."""
-    from tessera_array.backends._cupy import _cublaslt
-
     from tessera_array._dispatch import registry
 
     dt = _held_half(name)
     assert registry.lookup("linear", "cuda", dt) is cu_matvec.linear_cublaslt
-    calls = []
-    real = _cublaslt.linear_lt
-
-    def spy(*args):
-        calls.append(real(*args))
-        return calls[-1]
-
-    monkeypatch.setattr(_cublaslt, "linear_lt", spy)
+    calls = _spy_linear_lt(monkeypatch)
     rng = np.random.default_rng(43)
     (x, x64), (w, w64) = _rounded(rng, (3, 37, 72), name), _rounded(rng, (48, 72), name)
     (b, b64), (r, r64) = _rounded(rng, (48,), name), _rounded(rng, (3, 37, 48), name)
