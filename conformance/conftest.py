@@ -23,3 +23,6 @@ pytest_generate_tests = _gate.pytest_generate_tests
 pytest_collection_modifyitems = _gate.pytest_collection_modifyitems
 pytest_terminal_summary = _gate.pytest_terminal_summary
 pytest_sessionfinish = _gate.pytest_sessionfinish
+pytest_runtest_setup = _gate.pytest_runtest_setup
+pytest_runtest_call = _gate.pytest_runtest_call
+pytest_runtest_teardown = _gate.pytest_runtest_teardown

@@ -27,6 +27,7 @@ Tests are written once against ``xp`` and ``device`` and compared with NumPy.
 from __future__ import annotations
 
 import os
+import sys
 import types
 import warnings
 
@@ -116,6 +117,37 @@ def pytest_configure(config):
         "filterwarnings", "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"
     )
     _gate(config)
+
+
+def _drain_opencl_queues() -> None:
+    """Wait for every OpenCL queue the run has made. PoCL builds a kernel's work-group
+    function when a launch reaches its worker thread, and spawns the linker there
+    (posix_spawn); pytest sets ``PYTEST_CURRENT_TEST`` (a setenv) between a test's
+    phases. The two raced in one CI run: ``posix_spawn failed: Bad address`` from the
+    linker, then a segfault in the main thread's setenv. Draining the queues before
+    pytest moves on keeps the spawns inside the phase that launched them."""
+    memory = sys.modules.get("tessera_array.backends.opencl._memory")
+    if memory is not None:
+        for queue in list(memory.QUEUE_DEVICE):
+            queue.finish()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield
+    _drain_opencl_queues()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield
+    _drain_opencl_queues()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    _drain_opencl_queues()
 
 
 def pytest_report_header(config):
