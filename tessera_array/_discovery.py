@@ -47,6 +47,7 @@ ENTRY_POINT_GROUP = "tessera_array.backends"
 
 _lock = threading.RLock()
 _candidates: dict | None = None  # name -> backend object, or an exception if import failed
+_all_tried = False  # every candidate's load() tried (the default device tries fewer)
 _loaded: dict = {}  # name -> backend object (load() succeeded)
 _failed: dict = {}  # name -> reason string
 _device_owner: dict = {}  # Device -> backend object
@@ -82,17 +83,28 @@ def _collect_candidates() -> dict:
     return found
 
 
-def _ensure_discovered() -> None:
+def _ensure_collected() -> dict:
+    """The candidates, imported (a backend module's import is cheap) but not loaded."""
     global _candidates
-    if _candidates is not None:
+    if _candidates is None:
+        with _lock:
+            if _candidates is None:
+                _candidates = _collect_candidates()
+    return _candidates
+
+
+def _ensure_discovered() -> None:
+    """Every candidate tried: loaded, or its reason kept."""
+    global _all_tried
+    if _all_tried:
         return
     with _lock:
-        if _candidates is not None:
+        if _all_tried:
             return
-        cands = _collect_candidates()
-        for name, obj in cands.items():
-            _try_load(name, obj)
-        _candidates = cands
+        for name, obj in _ensure_collected().items():
+            if name not in _loaded and name not in _failed:
+                _try_load(name, obj)
+        _all_tried = True
 
 
 def _try_load(name, obj) -> None:
@@ -242,6 +254,19 @@ def _missing_device(device, func: str) -> Exception:
 
 
 def pick_default_device():
+    """The first device of the highest-priority backend that loads. Backends are loaded
+    in priority order only until one gives a device, so work on the default CPU never
+    imports a GPU library (CuPy's import, its driver's start and ml_dtypes, which it
+    imports, cost about a second) nor creates a context."""
+    with _lock:
+        cands = _ensure_collected()
+        order = sorted((o for o in cands.items() if not isinstance(o[1], Exception)),
+                       key=lambda item: -getattr(item[1], "priority", 0))
+        for name, obj in order:
+            if name not in _loaded and name not in _failed:
+                _try_load(name, obj)
+            if name in _loaded and obj.devices():
+                return obj.devices()[0]
     devs = all_devices()
     if not devs:
         reasons = "; ".join(f"{n}: {r}" for n, r in _failed.items())

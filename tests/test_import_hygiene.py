@@ -105,6 +105,37 @@ def test_subpackages_load_on_first_attribute_access(tmp_path):
     assert out["missing"] == "module 'tessera_array' has no attribute 'no_such_subpackage'"
 
 
+_DEFAULT_DEVICE_ONLY = """
+import importlib, json
+from tessera_array import _discovery
+loads = []
+def recorder(name):
+    def load():
+        loads.append(name)
+        raise ImportError(f"{name}: not loaded in this test")
+    return load
+for name, module in _discovery.BUILTIN_BACKENDS:  # the others look present; loads recorded
+    if name != "numpy":
+        obj = importlib.import_module(module).backend
+        obj.is_available, obj.load = (lambda: True), recorder(name)
+import tessera_array as xp
+x = xp.asarray([1.0, 2.0])
+ys = [x + x, xp.sum(x), xp.linalg.vector_norm(x), xp.zeros(3), xp.arange(4)[1:3]]
+first = list(loads)
+devices = xp.__array_namespace_info__().devices()  # every backend, asked for
+print(json.dumps({"first": first, "device": str(x.device), "later": sorted(loads)}))
+"""
+
+
+def test_default_device_work_loads_no_other_backend():
+    """The default CPU device loads the NumPy backend alone: a machine with a GPU does
+    not pay CuPy's import and driver start (nor ml_dtypes, which CuPy imports) for
+    CPU-only work. Listing the devices loads (tries) every backend."""
+    out = _run(_DEFAULT_DEVICE_ONLY)
+    assert out["first"] == [] and out["device"] == "cpu"
+    assert out["later"] == sorted(["opencl", "cuda", "rocm"])
+
+
 _NO_BFLOAT16 = """
 import json, sys
 import tessera_array as xp
