@@ -19,7 +19,7 @@ import math
 
 from .probe_krylov_grid import _events  # CUDA events over calls, median, us
 
-ALTERNATIVES = {128: [(1, 64, 2), (1, 128, 1), (2, 64, 1)],
+ALTERNATIVES = {128: [(2, 32, 1), (1, 64, 2), (2, 64, 1)],
                 64: [(2, 64, 1), (2, 128, 1), (1, 64, 2)]}
 
 

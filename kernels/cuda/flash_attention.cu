@@ -301,6 +301,44 @@ struct Visibility {
     }
 };
 
+// Scores into base 2: s *= scale2 (scale log2 e).
+template <int MT, int NT>
+__device__ __forceinline__ void scale_scores(float (&s)[MT][NT][4], float scale2)
+{
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+#pragma unroll
+        for (int b = 0; b < NT; ++b)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s[a][b][c] *= scale2;
+}
+
+// The band and the masks applied to base-2 scores in the C layout (Visibility::apply):
+// rows r0 + 16 a + g + 8 h, columns c0 + 8 b + 2 tq + e; T: rows are keys and columns
+// queries (the transposed scores of dkdv). A pass of its own, taken only on tiles the
+// band or a mask reaches: with these tests inlined in the softmax's loop, the loop's hot
+// path was spread over ~75 KB of code and stalled on instruction fetch (ncu, bf16 forward
+// MT 2, D 128: no_instruction 1.16 cycles an issue, 0.04 once apart; 192 -> 229-250
+// TFLOP/s on the H100).
+template <typename E, bool T, int MT, int NT>
+__device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], const Visibility &vis,
+                                            int r0, int c0, int lane)
+{
+    const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int b = 0; b < NT; ++b)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int r = r0 + a * 16 + g + 8 * h, c = c0 + b * 8 + 2 * tq + e;
+                    float &x = s[a][b][2 * h + e];
+                    x = T ? vis.apply<E>(x, c, r) : vis.apply<E>(x, r, c);
+                }
+}
+
 template <int MT, int N> __device__ __forceinline__ void zero(float (&x)[MT][N][4])
 {
 #pragma unroll
@@ -459,7 +497,9 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
         gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);  // S = Q K_t^T
 
         // Scores in base 2, the band and the masks, the online softmax, dropout.
-        const bool inside = vis.all(i0, BM, j0, BN);
+        scale_scores(s, scale2);
+        if (!vis.all(i0, BM, j0, BN))
+            mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
         unsigned pf[MT][NT][2];  // P (dropped where not kept) in the input type
         const bool al4 = (sk & 3) == 0;
 #pragma unroll
@@ -475,11 +515,7 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
                 for (int b = 0; b < NT; ++b) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        float x = s[a][b][2 * h + e] * scale2;
-                        if (!inside)
-                            x = vis.apply<E>(x, i, j0 + b * 8 + 2 * tq + e);
-                        s[a][b][2 * h + e] = x;
-                        mx = fmaxf(mx, x);
+                        mx = fmaxf(mx, s[a][b][2 * h + e]);
                     }
                 }
                 mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
@@ -648,7 +684,9 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
         float s[MT][NT][4], dp[MT][NT][4];
         gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);    // S = Q K^T
         gemm_abt<E, D, MT, NT>(dp, sdO, wrow, sV, lane);  // dP = dO V^T
-        const bool inside = vis.all(i0, BM, j0, BN);
+        scale_scores(s, scale2);
+        if (!vis.all(i0, BM, j0, BN))
+            mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
         unsigned df[MT][NT][2];
         const bool al4 = (sk & 3) == 0;
 #pragma unroll
@@ -674,10 +712,7 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
                     }
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        float x = s[a][b][2 * h + e] * scale2;
-                        if (!inside)
-                            x = vis.apply<E>(x, i, j + e);
-                        const float p = dead ? 0.0f : exp2_(x - lse2[a][h]);
+                        const float p = dead ? 0.0f : exp2_(s[a][b][2 * h + e] - lse2[a][h]);
                         const float z = DROP ? (kept[e] ? keep_scale : 0.0f) : 1.0f;
                         ds[e] = p * (dp[a][b][2 * h + e] * z - dl[a][h]);
                     }
@@ -769,7 +804,9 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
         float st[MT][NT][4], dpt[MT][NT][4];
         gemm_abt<E, D, MT, NT>(st, sK, wrow, sQ, lane);    // S^T = K Q^T
         gemm_abt<E, D, MT, NT>(dpt, sV, wrow, sdO, lane);  // dP^T = V dO^T
-        const bool inside = vis.all(i0, BQ, j0, BK);
+        scale_scores(st, scale2);
+        if (!vis.all(i0, BQ, j0, BK))
+            mask_scores<E, true>(st, vis, j0 + wrow, i0, lane);
         unsigned pf[MT][NT][2], df[MT][NT][2];
         const bool al4 = (sk & 3) == 0;
 #pragma unroll
@@ -796,11 +833,8 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
                     for (int e = 0; e < 2; ++e) {
                         const int c = b * 8 + 2 * tq + e;
                         const int i = i0 + c;
-                        float x = st[a][b][2 * h + e] * scale2;
-                        if (!inside)
-                            x = vis.apply<E>(x, i, j);
                         const float L = sL[buf][c];
-                        const float p = L == neg_inf() ? 0.0f : exp2_(x - L);
+                        const float p = L == neg_inf() ? 0.0f : exp2_(st[a][b][2 * h + e] - L);
                         float z = 1.0f;
                         if (DROP && al4) {
                             const unsigned mb = __shfl_sync(FULL, kbits[b],
