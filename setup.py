@@ -1,11 +1,17 @@
-"""The one compiled part of tessera_array: the Array object's short paths in C.
+"""The compiled parts of tessera_array: the Array object's short paths, and the NumPy
+backend's attention, in C.
 
-Everything else is in pyproject.toml. The extension is optional: without a C compiler or
-Python's headers the build goes on and Array is the pure Python class (same behaviour,
-more time per operation; tessera_array/_arrayobject.c says what it speeds up).
+Everything else is in pyproject.toml. Both extensions are optional: without a C compiler
+or Python's headers the build goes on and the pure Python paths are used (same behaviour,
+more time per operation; each C file says what it speeds up).
 """
 
+import sys
+
 from setuptools import Extension, setup
+
+# The attention kernel's row loops want -O3 (GCC/Clang; MSVC keeps its defaults).
+_O3 = [] if sys.platform == "win32" else ["-O3"]
 
 setup(
     ext_modules=[
@@ -13,6 +19,13 @@ setup(
             "tessera_array._arrayobject",
             ["tessera_array/_arrayobject.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "tessera_array.backends.numpy._attention_c",
+            ["backends/numpy/_attention_c.c"],
+            depends=["backends/numpy/_attention_c.h"],
+            extra_compile_args=_O3,
+            optional=True,
+        ),
     ]
 )

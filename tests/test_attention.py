@@ -13,6 +13,7 @@ import contextlib
 import functools
 import importlib.util
 import math
+import os
 import tracemalloc
 
 import numpy as np
@@ -46,21 +47,30 @@ def _need_f64(device):
         pytest.skip(f"{device} has no float64 (the reference runs in float64)")
 
 
-@pytest.fixture(params=["default", "small"])
+@pytest.fixture(params=["default", "small", "small-numpy"])
 def blocks(request, device, monkeypatch):
     """On the NumPy backend, "small" makes the kernels use small tiles (16 x 24 forward,
-    8 x 20 backward) and the thread pool."""
-    if request.param == "small":
-        if device._backend.name != "numpy":
-            pytest.skip("tile sizes are a NumPy-backend setting")
-        from tessera_array.backends.numpy import attention as kern
+    8 x 20 backward; the compiled forward 16-row items in tiles of 8 x 24) and the thread pool;
+    "small-numpy" the same on the NumPy tile loops (``KernelPaths(compiled=False)``), where
+    the compiled kernel would otherwise take the call."""
+    if request.param == "default":
+        yield request.param
+        return
+    if device._backend.name != "numpy":
+        pytest.skip("tile sizes are a NumPy-backend setting")
+    from tessera_array.backends.numpy import attention as kern
 
-        monkeypatch.setattr(kern, "BLOCK_Q", 16)
-        monkeypatch.setattr(kern, "BLOCK_K", 24)
-        monkeypatch.setattr(kern, "BLOCK_Q_BWD", 8)
-        monkeypatch.setattr(kern, "BLOCK_K_BWD", 20)
-        monkeypatch.setattr(kern, "PARALLEL_MIN", 0)  # and the thread pool
-    return request.param
+    monkeypatch.setattr(kern, "BLOCK_Q", 16)
+    monkeypatch.setattr(kern, "BLOCK_K", 24)
+    monkeypatch.setattr(kern, "C_BLOCK_M", 8)
+    monkeypatch.setattr(kern, "BLOCK_Q_BWD", 8)
+    monkeypatch.setattr(kern, "BLOCK_K_BWD", 20)
+    monkeypatch.setattr(kern, "PARALLEL_MIN", 0)  # and the thread pool
+    if request.param == "small":
+        yield request.param
+        return
+    with _paths(kern, compiled=False):
+        yield request.param
 
 
 # (id, q shape, k shape, v shape, keywords; "mask" names a mask maker below)
@@ -648,7 +658,7 @@ def test_folded_shift_matches_plain_passes(device, monkeypatch, case, growth):
     ro, rl = attention_reference(q64, k64, v64, **kw_ref)
     got = {}
     for fold in (True, False):
-        with _paths(kern, fold=fold):
+        with _paths(kern, fold=fold, compiled=False):
             out, lse = nn.attention(q, k, v, return_lse=True, **kw)
         assert _rel(out, ro) <= RTOL, fold
         rl_np = _np(rl)
@@ -723,3 +733,73 @@ def test_mm_cuts_and_scratch(device):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
         if scratch is not None:
             assert np.shares_memory(got, scratch)
+
+
+# ---- the compiled kernel (backends/numpy/_attention_c.c) ---------------------------------
+
+_REQUIRED = os.environ.get("TESSERA_REQUIRE_COMPILED", "") not in ("", "0")
+
+
+def test_compiled_kernel_is_built_where_required(device):
+    """Under TESSERA_REQUIRE_COMPILED=1 (CI) the extension must be built and take float32
+    and float64 calls wherever NumPy's BLAS is an OpenBLAS with its CBLAS found."""
+    kern = _kern(device)
+    from tessera_array.backends.numpy import _threads
+
+    q = np.zeros((4, 8), np.float32)
+    mod = kern._compiled(kern.KernelPaths(), q.dtype, q)
+    if mod is None:
+        why = ("no pthreads OpenBLAS with cblas_?gemm" if _threads.blas_gemm() is None
+               else "backends/numpy/_attention_c.c not built")
+        if _REQUIRED and _threads.blas_gemm() is not None:
+            pytest.fail(f"TESSERA_REQUIRE_COMPILED=1: {why}")
+        pytest.skip(why)
+    assert kern._compiled(kern.KernelPaths(), np.dtype(np.float64), q.astype(np.float64))
+    assert kern._compiled(kern.KernelPaths(compiled=False), q.dtype, q) is None
+    assert kern._compiled(kern.KernelPaths(pin_blas=False), q.dtype, q) is None
+    assert kern._compiled(kern.KernelPaths(), q.dtype, q[:, ::2].view(np.int32)
+                          .view(np.float32)) is not None
+    odd = np.zeros(33, np.uint8)[1:].view(np.float32)  # not aligned
+    assert kern._compiled(kern.KernelPaths(), q.dtype, odd) is None
+
+
+COMPILED_CASES = ["plain", "causal", "causal_br_sq>sk", "causal_tl_sq<sk", "gqa",
+                  "mqa_causal_br", "window", "window_causal_br", "broadcast_kv", "two_d"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", COMPILED_CASES)
+def test_compiled_forward_matches_numpy_path(device, monkeypatch, case, dtype):
+    """The compiled forward and the NumPy tile loops on the same inputs, with and without
+    dropout (the same Philox keep mask: the outputs agree to rounding), with a NaN in one
+    query row (and one value), on transposed (strided) inputs; the same rows of lse at
+    -inf; in tiles that cross the band's edges."""
+    kern = _kern(device)
+    if kern._compiled(kern.KernelPaths(), np.dtype(dtype), np.zeros(1, dtype)) is None:
+        pytest.skip("the compiled kernel is not available (its own test says why)")
+    monkeypatch.setattr(kern, "BLOCK_Q", 24)
+    monkeypatch.setattr(kern, "BLOCK_K", 16)
+    monkeypatch.setattr(kern, "C_BLOCK_M", 8)
+    _, qs, ks, vs, kw = next(c for c in CASES if c[0] == case)
+    rng = np.random.default_rng(23)
+    q, k, v = (rng.standard_normal(s).astype(dtype) for s in (qs, ks, vs))
+    q[..., 5, :] = np.nan  # that row: output 0, lse -inf (l is NaN, not > 0)
+    if not ({"is_causal", "window"} & kw.keys()):
+        # (Under a band, which other rows a NaN value reaches depends on the tiles: a
+        # tile's hidden entries are P = 0, and 0 * NaN is NaN.)
+        v[..., 7, 1] = np.nan
+    # strided views: the kernel copies them into its tiles
+    k = np.swapaxes(np.ascontiguousarray(np.swapaxes(k, -1, -2)), -1, -2)
+    tol = 2e-6 if dtype == np.float32 else 1e-13
+    for extra in ({}, {"dropout_p": 0.3, "seed": 99, "offset": 5}):
+        got = {}
+        for compiled in (True, False):
+            with _paths(kern, compiled=compiled):
+                out, lse = nn.attention(*(xp.asarray(a, device=device) for a in (q, k, v)),
+                                        return_lse=True, **kw, **extra)
+            got[compiled] = (_np(out), _np(lse))
+        (o1, l1), (o0, l0) = got[True], got[False]
+        assert o1.dtype == dtype and l1.dtype == dtype
+        np.testing.assert_allclose(o1, o0, rtol=tol, atol=tol, equal_nan=True)
+        assert np.array_equal(np.isneginf(l1), np.isneginf(l0))
+        np.testing.assert_allclose(l1, l0, rtol=tol, atol=tol, equal_nan=True)

@@ -38,8 +38,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["DOT_MIN_BYTES", "MAX_THREADS", "blas_api", "blas_dot", "blas_one_thread", "blas_parts", "pool",
-           "run_parts", "split", "threads"]
+__all__ = ["DOT_MIN_BYTES", "MAX_THREADS", "blas_api", "blas_dot", "blas_gemm", "blas_one_thread",
+           "blas_parts", "pool", "run_parts", "split", "threads"]
 
 MAX_THREADS = 16
 _POOL = None
@@ -110,12 +110,8 @@ def blas_api():
     api = False
     try:
         import ctypes
-        import glob
 
-        base = os.path.dirname(np.__file__)
-        libs = sorted(glob.glob(os.path.join(base, os.pardir, "numpy.libs", "*openblas*"))
-                      + glob.glob(os.path.join(base, ".dylibs", "*openblas*")))
-        for path in libs:
+        for path in _openblas_paths():
             lib = ctypes.CDLL(path)
             for pre, suf in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
                              ("openblas_", "")):
@@ -129,6 +125,7 @@ def blas_api():
                 put.restype = None
                 if par() == 1:  # 1: pthreads; 0: sequential; 2: OpenMP
                     api = (get, put)
+                    _BLAS_STATE["lib"] = (lib, pre, suf)
                 break
             if api:
                 break
@@ -136,6 +133,51 @@ def blas_api():
         api = False
     _BLAS_STATE["api"] = api
     return api
+
+
+def _openblas_paths() -> list:
+    """The OpenBLAS libraries NumPy's wheel bundles (``numpy.libs`` or ``numpy/.dylibs``)."""
+    import glob
+
+    base = os.path.dirname(np.__file__)
+    return sorted(glob.glob(os.path.join(base, os.pardir, "numpy.libs", "*openblas*"))
+                  + glob.glob(os.path.join(base, ".dylibs", "*openblas*")))
+
+
+def blas_gemm():
+    """``(sgemm, dgemm, int64)``: the addresses of ``cblas_sgemm``/``cblas_dgemm`` in the
+    OpenBLAS that :func:`blas_api` found, and whether its integers are 64-bit; None where
+    there is no such OpenBLAS (its thread hold is part of the deal: a caller of these
+    must hold it at one thread) or the symbols are not there."""
+    if not blas_api():
+        return None
+    got = _BLAS_STATE.get("gemm")
+    if got is not None:
+        return got or None
+    import ctypes
+
+    lib, pre, suf = _BLAS_STATE["lib"]
+    # scipy-openblas64 names its ILP64 CBLAS "scipy_cblas_sgemm64_"; the 32-bit build
+    # "scipy_cblas_sgemm"; a plain OpenBLAS "cblas_sgemm" (64-bit integers when its
+    # configuration says USE64BITINT).
+    cpre = "scipy_cblas_" if pre.startswith("scipy") else "cblas_"
+    int64 = suf == "64_"
+    if cpre == "cblas_":
+        conf = getattr(lib, "openblas_get_config", None)
+        if conf is None:
+            _BLAS_STATE["gemm"] = False
+            return None
+        conf.restype = ctypes.c_char_p
+        int64 = b"USE64BITINT" in (conf() or b"")
+    try:
+        s = ctypes.cast(getattr(lib, f"{cpre}sgemm{suf}"), ctypes.c_void_p).value
+        d = ctypes.cast(getattr(lib, f"{cpre}dgemm{suf}"), ctypes.c_void_p).value
+    except AttributeError:
+        _BLAS_STATE["gemm"] = False
+        return None
+    got = (s, d, int64)
+    _BLAS_STATE["gemm"] = got
+    return got
 
 
 class blas_one_thread:
