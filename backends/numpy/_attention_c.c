@@ -223,6 +223,19 @@ typedef struct {
     double keep_scale;          /* 1 / (1 - p) */
 } FwdArgs;
 
+/* One backward work item: one head. */
+typedef struct {
+    const void *q, *k, *v, *o, *g, *lse;  /* the head's views (g: dO); strides in elements */
+    Py_ssize_t qs0, qs1, ks0, ks1, vs0, vs1, os0, os1, gs0, gs1, ls0;
+    void *dq, *dk, *dv_;                 /* the head's gradients, C-contiguous */
+    Py_ssize_t sq, sk, d, dv;
+    double scale;
+    long long lo, hi;
+    Py_ssize_t bq, bk;                   /* query rows and keys of a tile */
+    Dropout dr;
+    double keep_scale;
+} BwdArgs;
+
 /* ---- the two dtypes ------------------------------------------------------------------ */
 
 #define T float
@@ -310,6 +323,49 @@ py_fwd(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+py_bwd(PyObject *self, PyObject *args)
+{
+    BwdArgs a;
+    int f64;
+    Py_ssize_t q, k, v, o, g, lse, dq, dk, dv;
+    unsigned long long seed, offset, bh;
+    unsigned int threshold;
+    memset(&a, 0, sizeof a);
+    if (!PyArg_ParseTuple(args, "innnnnnnnnnnnnnnnn" "nnn" "nnnn" "dLL" "nn" "pIKKKd",
+                          &f64, &q, &a.qs0, &a.qs1, &k, &a.ks0, &a.ks1, &v, &a.vs0, &a.vs1,
+                          &o, &a.os0, &a.os1, &g, &a.gs0, &a.gs1, &lse, &a.ls0, &dq, &dk, &dv,
+                          &a.sq, &a.sk, &a.d, &a.dv, &a.scale, &a.lo, &a.hi, &a.bq, &a.bk,
+                          &a.dr.on, &threshold, &seed, &offset, &bh, &a.keep_scale))
+        return NULL;
+    if (f64 ? !blas_dgemm : !blas_sgemm) {
+        PyErr_SetString(PyExc_RuntimeError, "_attention_c.bwd: set_blas was not called");
+        return NULL;
+    }
+    a.q = (const void *)q;
+    a.k = (const void *)k;
+    a.v = (const void *)v;
+    a.o = (const void *)o;
+    a.g = (const void *)g;
+    a.lse = (const void *)lse;
+    a.dq = (void *)dq;
+    a.dk = (void *)dk;
+    a.dv_ = (void *)dv;
+    a.dr.threshold = threshold;
+    a.dr.seed = seed;
+    a.dr.offset = offset;
+    a.dr.bh = bh;
+    a.dr.sq = a.sq;
+    a.dr.sk = a.sk;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = f64 ? bwd_head_f64(&a) : bwd_head_f32(&a);
+    Py_END_ALLOW_THREADS
+    if (!ok)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"set_blas", py_set_blas, METH_VARARGS,
      "set_blas(sgemm, dgemm, int64): the addresses of cblas_sgemm and cblas_dgemm, and\n"
@@ -318,6 +374,11 @@ static PyMethodDef methods[] = {
      "fwd(f64, q, qs0, qs1, k, ks0, ks1, v, vs0, vs1, out, lse, sq, sk, d, dv, i0, i1,\n"
      "scale, lo, hi, bm, bk, dropout, threshold, seed, offset, bh, keep_scale): the forward of\n"
      "query rows [i0, i1) of one head (backends/numpy/attention.py, _fwd_compiled)."},
+    {"bwd", py_bwd, METH_VARARGS,
+     "bwd(f64, q, qs0, qs1, k, ks0, ks1, v, vs0, vs1, o, os0, os1, g, gs0, gs1, lse, ls0,\n"
+     "dq, dk, dv, sq, sk, d, dv, scale, lo, hi, bq, bk, dropout, threshold, seed, offset,\n"
+     "bh, keep_scale): the backward of one head (backends/numpy/attention.py,\n"
+     "_bwd_compiled)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -229,3 +229,160 @@ SUF(fwd_item)(const FwdArgs *a)
     free(keep);
     return ok;
 }
+
+/* The backward's pass over one tile (Algorithm 2 between its products): rows ra..rb-1 of
+ * s (the scores S) and dp (dO V^T), w keys from j0, row r at (r - ra) w, become
+ *   s  <- P~ = P * Z,    dp <- dS = P * (dP * Z - delta),    P = exp(S - lse)
+ * with Z = keep / (1 - p) (1 without dropout), both 0 at keys the band hides; lse and
+ * delta are indexed by r (lse already +inf for rows that saw no key: P = 0). z: scratch
+ * of w elements. */
+static void TESSERA_CLONES
+SUF(bwd_rows)(T *s, T *dp, int64_t w, int64_t ra, int64_t rb, int64_t j0, int64_t lo,
+              int64_t hi, const T *lse, const T *delta, const Dropout *dr, T keep_scale,
+              uint32_t *u, uint8_t *keep, T *z)
+{
+    for (int64_t r = ra; r < rb; r++) {
+        T *sr = s + (r - ra) * w, *dr_ = dp + (r - ra) * w;
+        int64_t c0 = r + lo - j0, c1 = r + hi + 1 - j0;
+        c0 = c0 < 0 ? 0 : c0 > w ? w : c0;
+        c1 = c1 < 0 ? 0 : c1 > w ? w : c1;
+        if (c0 >= c1) {
+            memset(sr, 0, (size_t)w * sizeof(T));
+            memset(dr_, 0, (size_t)w * sizeof(T));
+            continue;
+        }
+        const T L = lse[r], D = delta[r];
+        int64_t c = c0;
+        if (dr->on) {
+            keep_row(dr, r, j0 + c0, c1 - c0, u, keep);
+            for (int64_t t = 0; t < c1 - c0; t++)
+                z[c0 + t] = keep[t] ? keep_scale : (T)0;
+            for (; c + VL <= c1; c += VL) {
+                VT p = EXPV(SUF(loadv)(sr + c) - L), zz = SUF(loadv)(z + c);
+                SUF(storev)(dr_ + c, p * (SUF(loadv)(dr_ + c) * zz - D));
+                SUF(storev)(sr + c, p * zz);
+            }
+            for (; c < c1; c++) {
+                T p = SUF(exp1)(sr[c] - L);
+                dr_[c] = p * (dr_[c] * z[c] - D);
+                sr[c] = p * z[c];
+            }
+        }
+        else {
+            for (; c + VL <= c1; c += VL) {
+                VT p = EXPV(SUF(loadv)(sr + c) - L);
+                SUF(storev)(dr_ + c, p * (SUF(loadv)(dr_ + c) - D));
+                SUF(storev)(sr + c, p);
+            }
+            if (c < c1) {
+                VT p = EXPV(SUF(loadpart)(sr + c, c1 - c, 0) - L);
+                VT g = SUF(loadpart)(dr_ + c, c1 - c, 0);
+                SUF(storepart)(dr_ + c, p * (g - D), c1 - c);
+                SUF(storepart)(sr + c, p, c1 - c);
+            }
+        }
+        if (c0 > 0) {
+            memset(sr, 0, (size_t)c0 * sizeof(T));
+            memset(dr_, 0, (size_t)c0 * sizeof(T));
+        }
+        if (c1 < w) {
+            memset(sr + c1, 0, (size_t)(w - c1) * sizeof(T));
+            memset(dr_ + c1, 0, (size_t)(w - c1) * sizeof(T));
+        }
+    }
+}
+
+/* The backward of one head (BwdArgs). Returns 0 when out of memory. */
+static int
+SUF(bwd_head)(const BwdArgs *a)
+{
+    const int64_t sq = a->sq, sk = a->sk, d = a->d, dv = a->dv;
+    const int64_t lo = a->lo, hi = a->hi, bq = a->bq, bk = a->bk;
+    const T *q = (const T *)a->q, *k = (const T *)a->k, *v = (const T *)a->v;
+    const T *o = (const T *)a->o, *g = (const T *)a->g, *lse_in = (const T *)a->lse;
+    T *dq_out = (T *)a->dq, *dk = (T *)a->dk, *dvo = (T *)a->dv_;
+    const T scale = (T)a->scale, keep_scale = (T)a->keep_scale;
+    /* Leading dimensions of K^T and V^T padded off a multiple of 4 KiB. */
+    const int64_t ldt = (sk + 15) / 16 * 16 + 16;
+
+    T *qs = malloc((size_t)(sq * d) * sizeof(T));
+    T *go = malloc((size_t)(sq * dv) * sizeof(T));
+    T *kk = malloc((size_t)(sk * d) * sizeof(T));
+    T *kt = malloc((size_t)(d * ldt) * sizeof(T));
+    T *vt = malloc((size_t)(dv * ldt) * sizeof(T));
+    T *lse = malloc((size_t)sq * sizeof(T));
+    T *delta = malloc((size_t)sq * sizeof(T));
+    T *dq = malloc((size_t)(sq * d) * sizeof(T));
+    T *sbuf = malloc((size_t)(bq * bk) * sizeof(T));
+    T *pbuf = malloc((size_t)(bq * bk) * sizeof(T));
+    T *z = malloc((size_t)bk * sizeof(T));
+    uint32_t *u = malloc((size_t)(bk / 4 + 3) * 4 * sizeof(uint32_t));
+    uint8_t *keep = malloc((size_t)bk);
+    int ok = qs && go && kk && kt && vt && lse && delta && dq && sbuf && pbuf && z && u && keep;
+    if (ok) {
+        for (int64_t r = 0; r < sq; r++) {
+            T acc = 0;
+            for (int64_t c = 0; c < d; c++)
+                qs[r * d + c] = q[r * a->qs0 + c * a->qs1] * scale;
+            for (int64_t c = 0; c < dv; c++) {
+                T gv = g[r * a->gs0 + c * a->gs1];
+                go[r * dv + c] = gv;
+                acc += gv * o[r * a->os0 + c * a->os1];
+            }
+            delta[r] = acc;
+            T L = lse_in[r * a->ls0];
+            lse[r] = L == -INFINITY ? INFINITY : L; /* rows that saw no key: P = 0 */
+        }
+        for (int64_t j = 0; j < sk; j++)
+            for (int64_t c = 0; c < d; c++)
+                kk[j * d + c] = k[j * a->ks0 + c * a->ks1];
+        /* K^T and V^T in blocks of 16 keys (see fwd_item). */
+        for (int64_t j = 0; j < sk; j += 16) {
+            int64_t jn = sk - j < 16 ? sk - j : 16;
+            for (int64_t c = 0; c < d; c++)
+                for (int64_t t = 0; t < jn; t++)
+                    kt[c * ldt + j + t] = kk[(j + t) * d + c];
+            for (int64_t c = 0; c < dv; c++)
+                for (int64_t t = 0; t < jn; t++)
+                    vt[c * ldt + j + t] = v[(j + t) * a->vs0 + c * a->vs1];
+        }
+        memset(dq, 0, (size_t)(sq * d) * sizeof(T));
+        memset(dk, 0, (size_t)(sk * d) * sizeof(T));
+        memset(dvo, 0, (size_t)(sk * dv) * sizeof(T));
+        for (int64_t j0 = 0; j0 < sk; j0 += bk) {
+            int64_t j1 = j0 + bk < sk ? j0 + bk : sk, w = j1 - j0;
+            /* The queries that see some key of the block. */
+            int64_t ia = j0 - hi > 0 ? j0 - hi : 0;
+            int64_t ib = j1 - lo < sq ? j1 - lo : sq;
+            for (int64_t i0 = ia; i0 < ib; i0 += bq) {
+                int64_t i1 = i0 + bq < ib ? i0 + bq : ib, n = i1 - i0;
+                GEMM(NO_TRANS, NO_TRANS, n, w, d, 1, qs + i0 * d, d, kt + j0, ldt, 0, sbuf, w);
+                GEMM(NO_TRANS, NO_TRANS, n, w, dv, 1, go + i0 * dv, dv, vt + j0, ldt, 0, pbuf,
+                     w);
+                SUF(bwd_rows)(sbuf, pbuf, w, i0, i1, j0, lo, hi, lse, delta, &a->dr,
+                              keep_scale, u, keep, z);
+                /* dV_j += P~^T dO_i;  dQ_i += dS K_j;  dK_j += dS^T (scale Q_i) */
+                GEMM(TRANS, NO_TRANS, w, dv, n, 1, sbuf, w, go + i0 * dv, dv, 1, dvo + j0 * dv,
+                     dv);
+                GEMM(NO_TRANS, NO_TRANS, n, d, w, 1, pbuf, w, kk + j0 * d, d, 1, dq + i0 * d, d);
+                GEMM(TRANS, NO_TRANS, w, d, n, 1, pbuf, w, qs + i0 * d, d, 1, dk + j0 * d, d);
+            }
+        }
+        for (int64_t t = 0; t < sq * d; t++)
+            dq_out[t] = dq[t] * scale;
+    }
+    free(qs);
+    free(go);
+    free(kk);
+    free(kt);
+    free(vt);
+    free(lse);
+    free(delta);
+    free(dq);
+    free(sbuf);
+    free(pbuf);
+    free(z);
+    free(u);
+    free(keep);
+    return ok;
+}

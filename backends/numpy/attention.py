@@ -57,21 +57,24 @@ D=64, ms, keys per tile 128/256/512, 16-CPU Xeon (all figures: benchmarks/NOTES.
 
 Backward tiles 256 x 256 (best of five on a 2-core EPYC).
 
-The compiled forward (``_attention_c``, backends/numpy/_attention_c.c). The loops above
-cost ~10 NumPy calls per tile and NumPy's exp; with both products already at the BLAS's
-peak, only a tile loop with nothing but the two products and one fused pass between them
-(row max, exp, row sum, rescaling, band, dropout) reaches torch's CPU SDPA. So where the
-extension is built and NumPy's OpenBLAS hands over its ``cblas_?gemm``, a forward without
-a user mask runs each (head, query block) item in C with the GIL released (tiles of
-``C_BLOCK_M`` x ``C_BLOCK_K``; exact rescaling per row, no fold or lazy step needed); a
-boolean or additive mask, another BLAS, or ``KernelPaths(compiled=False)`` take the loops
-above. Both are tested against the float64 reference and against each other (dropout
-masks bit-identical: Philox in C). fp32 B=4 H=8 S=1024 D=64, 2-core EPYC (Zen 4), tessera /
-torch SDPA, ``python -m benchmarks --suite attention`` (benchmarks/NOTES.md)::
+The compiled kernels (``_attention_c``, backends/numpy/_attention_c.c). The loops above
+cost ~10 NumPy calls per tile and NumPy's exp; with the products already at the BLAS's
+peak, only tile loops with nothing but the products and one fused pass between them (row
+max, exp, row sum, rescaling, band, dropout; in the backward P and dS) reach torch's CPU
+SDPA. So where the extension is built and NumPy's OpenBLAS hands over its ``cblas_?gemm``,
+calls without a user mask run in C with the GIL released: the forward per (head, query
+block) item in tiles of ``C_BLOCK_M`` x ``C_BLOCK_K`` (exact rescaling per row: no fold or
+lazy step needed), the backward per head in the tiles above. A boolean or additive mask,
+another BLAS, or ``KernelPaths(compiled=False)`` take the loops above. Both paths are
+tested against the float64 reference and against each other (dropout masks bit-identical:
+Philox in C). fp32 B=4 H=8 S=1024 D=64, 2-core EPYC (Zen 4), tessera / torch SDPA,
+``python -m benchmarks --suite attention`` (benchmarks/NOTES.md)::
 
-    forward            full   causal   full p=0.1   causal p=0.1
-    NumPy tile loops   1.31   1.17     0.50         0.35
-    compiled           0.96   0.64     0.19         0.12
+                       full   causal   full p=0.1   causal p=0.1
+    forward  loops     1.31   1.17     0.50         0.35
+             compiled  0.96   0.64     0.19         0.12
+    backward loops     1.09   0.92     1.48         0.98
+             compiled  0.86   0.74     0.59         0.40
 """
 
 from __future__ import annotations
@@ -321,6 +324,39 @@ def _fwd_compiled(mod, q, k, v, out, lse, heads, band, items, bq, scale, dropout
                 sq, sk, d, dv, i0, i1, float(scale), lo, hi, bm, bk,
                 drop[0], drop[1], drop[2], drop[3], bh, keep_scale)
 
+    _run_items(run, items, pooled, True, paths)
+
+
+def _bwd_compiled(mod, q, k, v, out, dout, lse, dq, dk, dv, heads, band, scale, dropout,
+                  pooled, paths):
+    """The backward on the compiled kernel: one C call per head, with the GIL released;
+    tiles of ``BLOCK_Q_BWD`` x ``BLOCK_K_BWD``."""
+    sq, d = q.shape[-2:]
+    sk, dv_ = v.shape[-2:]
+    size = q.dtype.itemsize
+    f64 = q.dtype == np.float64
+    lo = -_FAR if band.lo is None else band.lo
+    hi = _FAR if band.hi is None else band.hi
+    if dropout is None:
+        drop = (False, 0, 0, 0)
+        keep_scale = 1.0
+    else:
+        p, seed, offset, threshold = dropout
+        drop = (True, threshold, seed, offset)
+        keep_scale = float(q.dtype.type(1.0 / (1.0 - p)))
+
+    def view(a):
+        return (a.__array_interface__["data"][0],) + tuple(t // size for t in a.strides)
+
+    def run(bh, gmax):
+        idx = heads[bh]
+        mod.bwd(f64, *view(q[idx]), *view(k[idx]), *view(v[idx]), *view(out[idx]),
+                *view(dout[idx]), *view(lse[idx]), view(dq[idx])[0], view(dk[idx])[0],
+                view(dv[idx])[0], sq, sk, d, dv_, float(scale), lo, hi,
+                max(1, BLOCK_Q_BWD), max(1, BLOCK_K_BWD),
+                drop[0], drop[1], drop[2], drop[3], bh, keep_scale)
+
+    items = list(range(len(heads)))
     _run_items(run, items, pooled, True, paths)
 
 
@@ -595,6 +631,13 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
     band = _Band(causal, window, sq, sk)
     scale = acc.type(scale)
     heads = list(np.ndindex(lead))
+    mod = None
+    if mask is None and min(sq, sk, d, dv_) > 0:
+        mod = _compiled(paths, q.dtype, q, k, v, out, dout, lse)
+    if mod is not None:
+        _bwd_compiled(mod, q, k, v, out, dout, lse, dq_out, dk_out, dv_out, heads, band, scale,
+                      dropout, _pooled(heads, len(heads) * sq * sk), paths)
+        return dq_out, dk_out, dv_out
 
     def head(bh, gmax=None):
         idx = heads[bh]
