@@ -100,10 +100,11 @@ static inline vf64 sel_f64(vi64 m, vf64 a, vf64 b) { return (vf64)((m & (vi64)a)
 /* exp(x), float32 lanes: x = n ln2 + r, |r| <= ln2/2, n read off the round-to-nearest
  * shifter; exp(r) by a degree-6 polynomial fitted to exp's relative error on that range
  * (7.3e-8 with float32 rounding: within an ulp); 2^n added to the exponent bits. No clamp:
- * lanes outside [-86, 88] (where 2^n would leave the normal range) are replaced at the end
- * by 0 or inf, NaN lanes by x. */
+ * lanes below -86 (where 2^n would leave the normal range) are replaced at the end by 0,
+ * NaN lanes by x. expneg: for x <= 88 only (the softmax's x = s - max s <= 0); exp: any x
+ * (above 88: inf). */
 static inline vf32
-exp_f32(vf32 x)
+expneg_f32(vf32 x)
 {
     const float shifter = 12582912.0f; /* 0x1.8p23 */
     vf32 kd = x * 1.44269504088896341f + shifter;
@@ -119,14 +120,19 @@ exp_f32(vf32 x)
     p = p * r + 1.0f;
     vf32 y = (vf32)((vi32)p + ((vi32)kd << 23));
     y = sel_f32(x < -86.0f, SPLAT(vf32, 0.0f), y);
-    y = sel_f32(x > 88.0f, SPLAT(vf32, INFINITY), y);
     return sel_f32(x != x, x, y);
+}
+
+static inline vf32
+exp_f32(vf32 x)
+{
+    return sel_f32(x > 88.0f, SPLAT(vf32, INFINITY), expneg_f32(x));
 }
 
 /* exp(x), float64 lanes: the same with Taylor to r^13 (truncation 4e-18); the range
  * [-708, 709]. */
 static inline vf64
-exp_f64(vf64 x)
+expneg_f64(vf64 x)
 {
     const double shifter = 6755399441055744.0; /* 0x1.8p52 */
     vf64 kd = x * 1.4426950408889634074 + shifter;
@@ -149,8 +155,68 @@ exp_f64(vf64 x)
     p = p * r + 1.0;
     vf64 y = (vf64)((vi64)p + ((vi64)kd << 52));
     y = sel_f64(x < -708.0, SPLAT(vf64, 0.0), y);
-    y = sel_f64(x > 709.0, SPLAT(vf64, INFINITY), y);
     return sel_f64(x != x, x, y);
+}
+
+static inline vf64
+exp_f64(vf64 x)
+{
+    return sel_f64(x > 709.0, SPLAT(vf64, INFINITY), expneg_f64(x));
+}
+
+/* The lanes of x reduced pairwise (halves, then quarters, ...): a fixed order. */
+#if defined(__clang__)
+#define SHUF_F32(x, ...) __builtin_shufflevector(x, x, __VA_ARGS__)
+#define SHUF_F64(x, ...) __builtin_shufflevector(x, x, __VA_ARGS__)
+#else
+#define SHUF_F32(x, ...) __builtin_shuffle(x, (vi32){__VA_ARGS__})
+#define SHUF_F64(x, ...) __builtin_shuffle(x, (vi64){__VA_ARGS__})
+#endif
+
+static inline float
+hsum_f32(vf32 x)
+{
+    x += SHUF_F32(x, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+    x += SHUF_F32(x, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7);
+    x += SHUF_F32(x, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    x += SHUF_F32(x, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    return x[0];
+}
+
+/* The largest lane (lanes hold no NaN here). */
+static inline float
+hmax_f32(vf32 x)
+{
+    vf32 y = SHUF_F32(x, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+    x = sel_f32(y > x, y, x);
+    y = SHUF_F32(x, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7);
+    x = sel_f32(y > x, y, x);
+    y = SHUF_F32(x, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    x = sel_f32(y > x, y, x);
+    y = SHUF_F32(x, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    x = sel_f32(y > x, y, x);
+    return x[0];
+}
+
+static inline double
+hsum_f64(vf64 x)
+{
+    x += SHUF_F64(x, 4, 5, 6, 7, 4, 5, 6, 7);
+    x += SHUF_F64(x, 2, 3, 2, 3, 2, 3, 2, 3);
+    x += SHUF_F64(x, 1, 1, 1, 1, 1, 1, 1, 1);
+    return x[0];
+}
+
+static inline double
+hmax_f64(vf64 x)
+{
+    vf64 y = SHUF_F64(x, 4, 5, 6, 7, 4, 5, 6, 7);
+    x = sel_f64(y > x, y, x);
+    y = SHUF_F64(x, 2, 3, 2, 3, 2, 3, 2, 3);
+    x = sel_f64(y > x, y, x);
+    y = SHUF_F64(x, 1, 1, 1, 1, 1, 1, 1, 1);
+    x = sel_f64(y > x, y, x);
+    return x[0];
 }
 
 /* ---- Philox4x32-10 (Salmon et al., SC'11): the dropout keep mask -------------------- */
@@ -244,6 +310,9 @@ typedef struct {
 #define VI vi32
 #define VL 16
 #define EXPV exp_f32
+#define EXPNEG expneg_f32
+#define HSUM hsum_f32
+#define HMAX hmax_f32
 #define SELV sel_f32
 #define GEMM gemm_f32
 #define LOG logf
@@ -254,6 +323,9 @@ typedef struct {
 #undef VI
 #undef VL
 #undef EXPV
+#undef EXPNEG
+#undef HSUM
+#undef HMAX
 #undef SELV
 #undef GEMM
 #undef LOG
@@ -264,6 +336,9 @@ typedef struct {
 #define VI vi64
 #define VL 8
 #define EXPV exp_f64
+#define EXPNEG expneg_f64
+#define HSUM hsum_f64
+#define HMAX hmax_f64
 #define SELV sel_f64
 #define GEMM gemm_f64
 #define LOG log

@@ -1,8 +1,10 @@
 /* The body of _attention_c.c, included once per accumulation dtype with
- *   T      float or double          VT, VI  its vector type and the same-width int vector
- *   VL     lanes of VT              EXPV, SELV  exp and lane select of VT
- *   GEMM   gemm_f32 or gemm_f64     LOG     logf or log
- *   SUF(x) x_f32 or x_f64 (the names defined here)
+ *   T       float or double             VT, VI  its vector type, the same-width int vector
+ *   VL      lanes of VT                 SELV    lane select of VT
+ *   EXPV    exp of VT (any x)           EXPNEG  exp of VT for x <= 88 (softmax: x <= 0)
+ *   HSUM    a vector's lanes summed     HMAX    their max
+ *   GEMM    gemm_f32 or gemm_f64        LOG     logf or log
+ *   SUF(x)  x_f32 or x_f64 (the names defined here)
  */
 
 static inline VT
@@ -35,16 +37,6 @@ SUF(storepart)(T *p, VT x, int64_t n)
     T buf[VL];
     SUF(storev)(buf, x);
     memcpy(p, buf, (size_t)n * sizeof(T));
-}
-
-/* The lanes of x summed in lane order. */
-static inline T
-SUF(hsum)(VT x)
-{
-    T s = 0;
-    for (int t = 0; t < VL; t++)
-        s += x[t];
-    return s;
 }
 
 static inline T
@@ -84,21 +76,19 @@ SUF(fwd_rows)(T *s, int64_t w, int64_t ra, int64_t rb, int64_t i0, int64_t j0, i
             VT x = SUF(loadpart)(sr + c, c1 - c, -INFINITY);
             vm = SELV(x > vm, x, vm);
         }
-        T mx = -INFINITY;
-        for (int t = 0; t < VL; t++)
-            mx = vm[t] > mx ? vm[t] : mx;
+        T mx = HMAX(vm);
         T mo = m[r - i0];
         T mn = mx > mo ? mx : mo;
         T ms = mn == -INFINITY ? 0 : mn; /* rows with no finite score yet: shift by 0 */
         /* P = exp(S - ms) and its row sum. */
         VT vs = SPLAT(VT, 0);
         for (c = c0; c + VL <= c1; c += VL) {
-            VT x = EXPV(SUF(loadv)(sr + c) - ms);
+            VT x = EXPNEG(SUF(loadv)(sr + c) - ms);
             SUF(storev)(sr + c, x);
             vs += x;
         }
         if (c < c1) {
-            VT x = EXPV(SUF(loadpart)(sr + c, c1 - c, -INFINITY) - ms);
+            VT x = EXPNEG(SUF(loadpart)(sr + c, c1 - c, -INFINITY) - ms);
             SUF(storepart)(sr + c, x, c1 - c);
             vs += x;
         }
@@ -106,7 +96,7 @@ SUF(fwd_rows)(T *s, int64_t w, int64_t ra, int64_t rb, int64_t i0, int64_t j0, i
             memset(sr, 0, (size_t)c0 * sizeof(T));
         if (c1 < w)
             memset(sr + c1, 0, (size_t)(w - c1) * sizeof(T));
-        T sum = SUF(hsum)(vs);
+        T sum = HSUM(vs);
         if (mn != mo) {
             T alpha = SUF(exp1)(mo - ms);
             l[r - i0] = alpha * l[r - i0] + sum;

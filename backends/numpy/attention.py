@@ -80,6 +80,7 @@ Philox in C). fp32 B=4 H=8 S=1024 D=64, 2-core EPYC (Zen 4), tessera / torch SDP
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -311,7 +312,7 @@ def _fwd_compiled(mod, q, k, v, out, lse, heads, band, items, bq, scale, dropout
     def ptr(a):
         return a.__array_interface__["data"][0]
 
-    def run(item, gmax):
+    def run(item):
         bh, i0 = item
         idx = heads[bh]
         qh, kh, vh = q[idx], k[idx], v[idx]
@@ -324,7 +325,37 @@ def _fwd_compiled(mod, q, k, v, out, lse, heads, band, items, bq, scale, dropout
                 sq, sk, d, dv, i0, i1, float(scale), lo, hi, bm, bk,
                 drop[0], drop[1], drop[2], drop[3], bh, keep_scale)
 
-    _run_items(run, items, pooled, True, paths)
+    _run_compiled(run, items, pooled, paths)
+
+
+def _run_compiled(run, items, pooled: bool, paths: KernelPaths) -> None:
+    """``run(item)`` for every item, under OpenBLAS's hold; when ``pooled``, the calling
+    thread and ``_threads() - 1`` pool threads take the items one at a time from a shared
+    queue (each C call releases the GIL; the caller, already awake, saves a pool
+    hand-off, and an uneven item, a causal block, does not hold the others back)."""
+    with _blas_one_thread(paths.pin_blas):
+        parts = min(_threads(), len(items)) if pooled else 1
+        if parts < 2:
+            for it in items:
+                run(it)
+            return
+        todo = iter(items)
+        lock = threading.Lock()
+
+        def worker():
+            while True:
+                with lock:
+                    it = next(todo, None)
+                if it is None:
+                    return
+                run(it)
+
+        futures = [_pool().submit(worker) for _ in range(parts - 1)]
+        try:
+            worker()
+        finally:
+            for f in futures:
+                f.result()
 
 
 def _bwd_compiled(mod, q, k, v, out, dout, lse, dq, dk, dv, heads, band, scale, dropout,
@@ -348,7 +379,7 @@ def _bwd_compiled(mod, q, k, v, out, dout, lse, dq, dk, dv, heads, band, scale, 
     def view(a):
         return (a.__array_interface__["data"][0],) + tuple(t // size for t in a.strides)
 
-    def run(bh, gmax):
+    def run(bh):
         idx = heads[bh]
         mod.bwd(f64, *view(q[idx]), *view(k[idx]), *view(v[idx]), *view(out[idx]),
                 *view(dout[idx]), *view(lse[idx]), view(dq[idx])[0], view(dk[idx])[0],
@@ -356,8 +387,7 @@ def _bwd_compiled(mod, q, k, v, out, dout, lse, dq, dk, dv, heads, band, scale, 
                 max(1, BLOCK_Q_BWD), max(1, BLOCK_K_BWD),
                 drop[0], drop[1], drop[2], drop[3], bh, keep_scale)
 
-    items = list(range(len(heads)))
-    _run_items(run, items, pooled, True, paths)
+    _run_compiled(run, list(range(len(heads))), pooled, paths)
 
 
 def _block_k(threads: int) -> int:
