@@ -50,9 +50,9 @@ def _need_f64(device):
 @pytest.fixture(params=["default", "small", "small-numpy"])
 def blocks(request, device, monkeypatch):
     """On the NumPy backend, "small" makes the kernels use small tiles (16 x 24 forward,
-    8 x 20 backward; the compiled forward 16-row items in tiles of 8 x 24) and the thread pool;
-    "small-numpy" the same on the NumPy tile loops (``KernelPaths(compiled=False)``), where
-    the compiled kernel would otherwise take the call."""
+    8 x 20 backward, compiled too; the compiled forward 16-row items in tiles of 8 x 24) and
+    the thread pool; "small-numpy" the same on the NumPy tile loops
+    (``KernelPaths(compiled=False)``), where the compiled kernel would otherwise run."""
     if request.param == "default":
         yield request.param
         return
@@ -65,6 +65,8 @@ def blocks(request, device, monkeypatch):
     monkeypatch.setattr(kern, "C_BLOCK_M", 8)
     monkeypatch.setattr(kern, "BLOCK_Q_BWD", 8)
     monkeypatch.setattr(kern, "BLOCK_K_BWD", 20)
+    monkeypatch.setattr(kern, "C_BLOCK_Q_BWD", 8)
+    monkeypatch.setattr(kern, "C_BLOCK_K_BWD", 20)
     monkeypatch.setattr(kern, "PARALLEL_MIN", 0)  # and the thread pool
     if request.param == "small":
         yield request.param
@@ -816,6 +818,8 @@ def test_compiled_backward_matches_numpy_path(device, monkeypatch, case, dtype):
         pytest.skip("the compiled kernel is not available (its own test says why)")
     monkeypatch.setattr(kern, "BLOCK_Q_BWD", 8)
     monkeypatch.setattr(kern, "BLOCK_K_BWD", 12)
+    monkeypatch.setattr(kern, "C_BLOCK_Q_BWD", 8)
+    monkeypatch.setattr(kern, "C_BLOCK_K_BWD", 12)
     _, qs, ks, vs, kw = next(c for c in CASES if c[0] == case)
     rng = np.random.default_rng(24)
     q, k, v = (rng.standard_normal(s).astype(dtype) for s in (qs, ks, vs))
