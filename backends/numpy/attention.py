@@ -296,6 +296,17 @@ def _compiled(paths: KernelPaths, dtype, *arrays):
 _FAR = 1 << 62  # an unbounded side of the band, for the compiled kernel
 
 
+def _c_band_dropout(dtype, band, dropout) -> tuple:
+    """The compiled kernels' band and dropout arguments: ``(lo, hi, (on, threshold, seed,
+    offset), keep_scale)``; keep_scale is 1 / (1 - p) rounded to ``dtype``."""
+    lo = -_FAR if band.lo is None else band.lo
+    hi = _FAR if band.hi is None else band.hi
+    if dropout is None:
+        return lo, hi, (False, 0, 0, 0), 1.0
+    p, seed, offset, threshold = dropout
+    return lo, hi, (True, threshold, seed, offset), float(dtype.type(1.0 / (1.0 - p)))
+
+
 def _fwd_compiled(mod, q, k, v, out, lse, heads, band, items, bq, scale, dropout, pooled,
                   paths):
     """The forward on the compiled kernel: one C call per (head, query block) item, with
@@ -304,17 +315,9 @@ def _fwd_compiled(mod, q, k, v, out, lse, heads, band, items, bq, scale, dropout
     sk, dv = v.shape[-2:]
     size = q.dtype.itemsize
     f64 = q.dtype == np.float64
-    lo = -_FAR if band.lo is None else band.lo
-    hi = _FAR if band.hi is None else band.hi
+    lo, hi, drop, keep_scale = _c_band_dropout(q.dtype, band, dropout)
     bm = max(1, min(C_BLOCK_M, bq))
     bk = BLOCK_K or C_BLOCK_K
-    if dropout is None:
-        drop = (False, 0, 0, 0)
-        keep_scale = 1.0
-    else:
-        p, seed, offset, threshold = dropout
-        drop = (True, threshold, seed, offset)
-        keep_scale = float(q.dtype.type(1.0 / (1.0 - p)))
     # The rows of the outputs are C-contiguous: item (bh, i0) writes out[bh, i0:i1].
     out_ptr = out.__array_interface__["data"][0]
     lse_ptr = lse.__array_interface__["data"][0] if lse is not None else 0
@@ -376,15 +379,7 @@ def _bwd_compiled(mod, q, k, v, out, dout, lse, dq, dk, dv, heads, band, scale, 
     sk, dv_ = v.shape[-2:]
     size = q.dtype.itemsize
     f64 = q.dtype == np.float64
-    lo = -_FAR if band.lo is None else band.lo
-    hi = _FAR if band.hi is None else band.hi
-    if dropout is None:
-        drop = (False, 0, 0, 0)
-        keep_scale = 1.0
-    else:
-        p, seed, offset, threshold = dropout
-        drop = (True, threshold, seed, offset)
-        keep_scale = float(q.dtype.type(1.0 / (1.0 - p)))
+    lo, hi, drop, keep_scale = _c_band_dropout(q.dtype, band, dropout)
 
     def view(a):
         return (a.__array_interface__["data"][0],) + tuple(t // size for t in a.strides)
