@@ -23,6 +23,8 @@
  * thread count, on one instruction set. The row loops are compiled three times (x86-64-v4
  * with AVX-512, v3 with AVX2 and FMA, and the baseline) and the best the CPU has is picked
  * when the module loads (GCC's target_clones); elsewhere they are compiled once.
+ * -DTESSERA_NO_CLONES compiles them once, for the -march given (tests/test_attention.py
+ * builds the v3 and baseline instruction sets so, which an AVX-512 machine never picks).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -33,7 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(TESSERA_NO_CLONES)
 #define TESSERA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", \
                                                     "default")))
 #else
