@@ -431,7 +431,8 @@ def _cut(kw):
 def test_peak_memory_is_O_S_D(device):
     """S = 16384, D = 64, float32: the traced peak stays far below one S x S matrix (1 GiB).
 
-    tracemalloc traces NumPy's allocations. The forward runs causal and the backward
+    tracemalloc traces NumPy's allocations and the compiled kernels' scratch (their
+    PyMem_RawMalloc). The forward runs causal and the backward
     with a window, to keep the test short on 2 cores: the buffers a work item holds
     (tiles, K^T, the running sums, dQ) do not depend on the band, only the number of
     tiles visited does.

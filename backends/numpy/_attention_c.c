@@ -23,6 +23,8 @@
  * thread count, on one instruction set. The row loops are compiled three times (x86-64-v4
  * with AVX-512, v3 with AVX2 and FMA, and the baseline) and the best the CPU has is picked
  * when the module loads (GCC's target_clones); elsewhere they are compiled once.
+ * Scratch comes from PyMem_RawMalloc (thread-safe without the GIL, and traced by
+ * tracemalloc, so the tests' peak-memory bounds cover these kernels too).
  * -DTESSERA_NO_CLONES compiles them once, for the -march given (tests/test_attention.py
  * builds the v3 and baseline instruction sets so, which an AVX-512 machine never picks).
  */

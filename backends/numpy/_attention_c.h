@@ -132,16 +132,16 @@ SUF(fwd_item)(const FwdArgs *a)
     T *o = (T *)a->out, *lse = (T *)a->lse;
     const T scale = (T)a->scale, keep_scale = (T)a->keep_scale;
 
-    T *qs = malloc((size_t)(n * d) * sizeof(T));
+    T *qs = PyMem_RawMalloc((size_t)(n * d) * sizeof(T));
     /* K^T's rows: padded off a multiple of 4 KiB (the BLAS reads a tile of them at once). */
     const int64_t ldk = (nk + 15) / 16 * 16 + 16;
-    T *kt = malloc((size_t)(d * ldk) * sizeof(T));
-    T *vp = pack_v ? malloc((size_t)(nk * dv + 1) * sizeof(T)) : NULL;
-    T *sbuf = malloc((size_t)(bm * bk) * sizeof(T));
-    T *m = malloc((size_t)n * sizeof(T));
-    T *l = malloc((size_t)n * sizeof(T));
-    uint32_t *u = malloc((size_t)(bk / 4 + 3) * 4 * sizeof(uint32_t));
-    uint8_t *keep = malloc((size_t)bk);
+    T *kt = PyMem_RawMalloc((size_t)(d * ldk) * sizeof(T));
+    T *vp = pack_v ? PyMem_RawMalloc((size_t)(nk * dv + 1) * sizeof(T)) : NULL;
+    T *sbuf = PyMem_RawMalloc((size_t)(bm * bk) * sizeof(T));
+    T *m = PyMem_RawMalloc((size_t)n * sizeof(T));
+    T *l = PyMem_RawMalloc((size_t)n * sizeof(T));
+    uint32_t *u = PyMem_RawMalloc((size_t)(bk / 4 + 3) * 4 * sizeof(uint32_t));
+    uint8_t *keep = PyMem_RawMalloc((size_t)bk);
     int ok = qs && kt && (vp || !pack_v) && sbuf && m && l && u && keep;
     if (ok) {
         for (int64_t r = 0; r < n; r++)
@@ -209,14 +209,14 @@ SUF(fwd_item)(const FwdArgs *a)
             }
         }
     }
-    free(qs);
-    free(kt);
-    free(vp);
-    free(sbuf);
-    free(m);
-    free(l);
-    free(u);
-    free(keep);
+    PyMem_RawFree(qs);
+    PyMem_RawFree(kt);
+    PyMem_RawFree(vp);
+    PyMem_RawFree(sbuf);
+    PyMem_RawFree(m);
+    PyMem_RawFree(l);
+    PyMem_RawFree(u);
+    PyMem_RawFree(keep);
     return ok;
 }
 
@@ -295,19 +295,19 @@ SUF(bwd_head)(const BwdArgs *a)
     /* Leading dimensions of K^T and V^T padded off a multiple of 4 KiB. */
     const int64_t ldt = (sk + 15) / 16 * 16 + 16;
 
-    T *qs = malloc((size_t)(sq * d) * sizeof(T));
-    T *go = malloc((size_t)(sq * dv) * sizeof(T));
-    T *kk = malloc((size_t)(sk * d) * sizeof(T));
-    T *kt = malloc((size_t)(d * ldt) * sizeof(T));
-    T *vt = malloc((size_t)(dv * ldt) * sizeof(T));
-    T *lse = malloc((size_t)sq * sizeof(T));
-    T *delta = malloc((size_t)sq * sizeof(T));
-    T *dq = malloc((size_t)(sq * d) * sizeof(T));
-    T *sbuf = malloc((size_t)(bq * bk) * sizeof(T));
-    T *pbuf = malloc((size_t)(bq * bk) * sizeof(T));
-    T *z = malloc((size_t)bk * sizeof(T));
-    uint32_t *u = malloc((size_t)(bk / 4 + 3) * 4 * sizeof(uint32_t));
-    uint8_t *keep = malloc((size_t)bk);
+    T *qs = PyMem_RawMalloc((size_t)(sq * d) * sizeof(T));
+    T *go = PyMem_RawMalloc((size_t)(sq * dv) * sizeof(T));
+    T *kk = PyMem_RawMalloc((size_t)(sk * d) * sizeof(T));
+    T *kt = PyMem_RawMalloc((size_t)(d * ldt) * sizeof(T));
+    T *vt = PyMem_RawMalloc((size_t)(dv * ldt) * sizeof(T));
+    T *lse = PyMem_RawMalloc((size_t)sq * sizeof(T));
+    T *delta = PyMem_RawMalloc((size_t)sq * sizeof(T));
+    T *dq = PyMem_RawMalloc((size_t)(sq * d) * sizeof(T));
+    T *sbuf = PyMem_RawMalloc((size_t)(bq * bk) * sizeof(T));
+    T *pbuf = PyMem_RawMalloc((size_t)(bq * bk) * sizeof(T));
+    T *z = PyMem_RawMalloc((size_t)bk * sizeof(T));
+    uint32_t *u = PyMem_RawMalloc((size_t)(bk / 4 + 3) * 4 * sizeof(uint32_t));
+    uint8_t *keep = PyMem_RawMalloc((size_t)bk);
     int ok = qs && go && kk && kt && vt && lse && delta && dq && sbuf && pbuf && z && u && keep;
     if (ok) {
         for (int64_t r = 0; r < sq; r++) {
@@ -361,18 +361,18 @@ SUF(bwd_head)(const BwdArgs *a)
         for (int64_t t = 0; t < sq * d; t++)
             dq_out[t] = dq[t] * scale;
     }
-    free(qs);
-    free(go);
-    free(kk);
-    free(kt);
-    free(vt);
-    free(lse);
-    free(delta);
-    free(dq);
-    free(sbuf);
-    free(pbuf);
-    free(z);
-    free(u);
-    free(keep);
+    PyMem_RawFree(qs);
+    PyMem_RawFree(go);
+    PyMem_RawFree(kk);
+    PyMem_RawFree(kt);
+    PyMem_RawFree(vt);
+    PyMem_RawFree(lse);
+    PyMem_RawFree(delta);
+    PyMem_RawFree(dq);
+    PyMem_RawFree(sbuf);
+    PyMem_RawFree(pbuf);
+    PyMem_RawFree(z);
+    PyMem_RawFree(u);
+    PyMem_RawFree(keep);
     return ok;
 }
