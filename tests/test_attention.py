@@ -766,6 +766,14 @@ def test_compiled_kernel_is_built_where_required(device):
     assert kern._compiled(kern.KernelPaths(), q.dtype, odd) is None
 
 
+def _compiled_or_skip(device, dtype):
+    """The NumPy backend's attention module, where its compiled kernel takes ``dtype``."""
+    kern = _kern(device)
+    if kern._compiled(kern.KernelPaths(), np.dtype(dtype), np.zeros(1, dtype)) is None:
+        pytest.skip("the compiled kernel is not available (its own test says why)")
+    return kern
+
+
 COMPILED_CASES = ["plain", "causal", "causal_br_sq>sk", "causal_tl_sq<sk", "gqa",
                   "mqa_causal_br", "window", "window_causal_br", "broadcast_kv", "two_d"]
 
@@ -777,9 +785,7 @@ def test_compiled_forward_matches_numpy_path(device, monkeypatch, case, dtype):
     dropout (the same Philox keep mask: the outputs agree to rounding), with a NaN in one
     query row (and one value), on transposed (strided) inputs; the same rows of lse at
     -inf; in tiles that cross the band's edges."""
-    kern = _kern(device)
-    if kern._compiled(kern.KernelPaths(), np.dtype(dtype), np.zeros(1, dtype)) is None:
-        pytest.skip("the compiled kernel is not available (its own test says why)")
+    kern = _compiled_or_skip(device, dtype)
     monkeypatch.setattr(kern, "BLOCK_Q", 24)
     monkeypatch.setattr(kern, "BLOCK_K", 16)
     monkeypatch.setattr(kern, "C_BLOCK_M", 8)
@@ -814,9 +820,7 @@ def test_compiled_backward_matches_numpy_path(device, monkeypatch, case, dtype):
     """The compiled backward and the NumPy tile loops on the same inputs, with and without
     dropout, on transposed (strided) inputs and a transposed dO, in tiles that cross the
     band's edges: the same gradients to rounding."""
-    kern = _kern(device)
-    if kern._compiled(kern.KernelPaths(), np.dtype(dtype), np.zeros(1, dtype)) is None:
-        pytest.skip("the compiled kernel is not available (its own test says why)")
+    kern = _compiled_or_skip(device, dtype)
     monkeypatch.setattr(kern, "BLOCK_Q_BWD", 8)
     monkeypatch.setattr(kern, "BLOCK_K_BWD", 12)
     monkeypatch.setattr(kern, "C_BLOCK_Q_BWD", 8)
@@ -849,14 +853,14 @@ _ISAS = {"x86-64-v3": {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "a
 
 
 def _cpu_flags() -> set:
+    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read: the
+    instruction sets that need flags are then skipped as not runnable here)."""
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+            lines = [line for line in f if line.startswith("flags")]
     except OSError:
-        pass
-    return set()
+        return set()
+    return set(lines[0].split(":", 1)[1].split()) if lines else set()
 
 
 @pytest.mark.parametrize("arch", sorted(_ISAS))
@@ -872,10 +876,8 @@ def test_compiled_kernel_on_each_instruction_set(device, monkeypatch, tmp_path, 
     from importlib.machinery import ExtensionFileLoader
     from pathlib import Path
 
-    kern = _kern(device)
+    kern = _compiled_or_skip(device, np.float32)
     f32 = np.dtype(np.float32)
-    if kern._compiled(kern.KernelPaths(), f32, np.zeros(1, f32)) is None:
-        pytest.skip("the compiled kernel is not available (its own test says why)")
     if platform.machine() != "x86_64" or not _ISAS[arch] <= _cpu_flags():
         pytest.skip(f"this CPU cannot run {arch} code")
     src = Path(__file__).resolve().parents[1] / "backends" / "numpy" / "_attention_c.c"

@@ -364,6 +364,29 @@ py_set_blas(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The dropout state of one call (the Python side's threshold, seed, offset and head). */
+static void
+dropout_set(Dropout *dr, unsigned int threshold, unsigned long long seed,
+            unsigned long long offset, unsigned long long bh, Py_ssize_t sq, Py_ssize_t sk)
+{
+    dr->threshold = threshold;
+    dr->seed = seed;
+    dr->offset = offset;
+    dr->bh = bh;
+    dr->sq = sq;
+    dr->sk = sk;
+}
+
+/* Whether set_blas gave the GEMM of this dtype (else a RuntimeError naming `what`). */
+static int
+blas_ready(int f64, const char *what)
+{
+    if (f64 ? blas_dgemm != NULL : blas_sgemm != NULL)
+        return 1;
+    PyErr_Format(PyExc_RuntimeError, "_attention_c.%s: set_blas was not called", what);
+    return 0;
+}
+
 static PyObject *
 py_fwd(PyObject *self, PyObject *args)
 {
@@ -379,21 +402,14 @@ py_fwd(PyObject *self, PyObject *args)
                           &a.lo, &a.hi, &a.bm, &a.bk, &a.dr.on, &threshold, &seed, &offset, &bh,
                           &a.keep_scale))
         return NULL;
-    if (f64 ? !blas_dgemm : !blas_sgemm) {
-        PyErr_SetString(PyExc_RuntimeError, "_attention_c.fwd: set_blas was not called");
+    if (!blas_ready(f64, "fwd"))
         return NULL;
-    }
     a.q = (const void *)q;
     a.k = (const void *)k;
     a.v = (const void *)v;
     a.out = (void *)out;
     a.lse = (void *)lse;
-    a.dr.threshold = threshold;
-    a.dr.seed = seed;
-    a.dr.offset = offset;
-    a.dr.bh = bh;
-    a.dr.sq = a.sq;
-    a.dr.sk = a.sk;
+    dropout_set(&a.dr, threshold, seed, offset, bh, a.sq, a.sk);
     int ok;
     Py_BEGIN_ALLOW_THREADS
     ok = f64 ? fwd_item_f64(&a) : fwd_item_f32(&a);
@@ -418,10 +434,8 @@ py_bwd(PyObject *self, PyObject *args)
                           &a.sq, &a.sk, &a.d, &a.dv, &a.scale, &a.lo, &a.hi, &a.bq, &a.bk,
                           &a.dr.on, &threshold, &seed, &offset, &bh, &a.keep_scale))
         return NULL;
-    if (f64 ? !blas_dgemm : !blas_sgemm) {
-        PyErr_SetString(PyExc_RuntimeError, "_attention_c.bwd: set_blas was not called");
+    if (!blas_ready(f64, "bwd"))
         return NULL;
-    }
     a.q = (const void *)q;
     a.k = (const void *)k;
     a.v = (const void *)v;
@@ -431,12 +445,7 @@ py_bwd(PyObject *self, PyObject *args)
     a.dq = (void *)dq;
     a.dk = (void *)dk;
     a.dv_ = (void *)dv;
-    a.dr.threshold = threshold;
-    a.dr.seed = seed;
-    a.dr.offset = offset;
-    a.dr.bh = bh;
-    a.dr.sq = a.sq;
-    a.dr.sk = a.sk;
+    dropout_set(&a.dr, threshold, seed, offset, bh, a.sq, a.sk);
     int ok;
     Py_BEGIN_ALLOW_THREADS
     ok = f64 ? bwd_head_f64(&a) : bwd_head_f32(&a);

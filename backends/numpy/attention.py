@@ -1,83 +1,56 @@
 """Attention kernels of the NumPy backend: FlashAttention-2, tiled, on BLAS.
 
-``attention_fwd`` and ``attention_bwd`` are the launchers of the ``attention``
-family (the contract every backend implements is in
-:mod:`tessera_array.nn._attention`). Both walk the score matrix
-``S = scale * Q K^T`` of each (batch, head) in tiles and hold at most a few tiles
-per thread, so memory grows as O(S*D), never O(S^2).
+``attention_fwd`` and ``attention_bwd`` are the launchers of the ``attention`` family
+(the contract: :mod:`tessera_array.nn._attention`). Both walk ``S = scale * Q K^T`` of
+each (batch, head) in tiles, so memory grows as O(S*D), never O(S^2).
 
-Forward (Dao 2023, FlashAttention-2, Algorithm 1, in the paper's notation): a work
-item is a block of ``BLOCK_Q`` query rows ``Q_i`` of one head; it keeps the running
-row maximum ``m``, the running sum ``l`` of ``exp(S - m)`` and the unnormalised
-output ``O``, and for each key block ``K_j, V_j`` of ``BLOCK_K`` keys::
+Forward (Dao 2023, Algorithm 1): an item is a block of query rows ``Q_i`` of one head,
+with the running row max ``m``, sum ``l`` and unnormalised ``O``; per key block::
 
     S  = (scale Q_i) K_j^T  (+ additive mask; -inf where masked)
     m' = max(m, rowmax(S));  P = exp(S - m');  a = exp(m - m')
     l  = a l + rowsum(P)                              (the undropped sum)
     O  = a O + (P * keep / (1 - p)) V_j               (dropout: keep from Philox)
 
-then ``O / l`` and ``lse = m + log(l)``. Folded shift (:attr:`KernelPaths.fold`, items
-with more than one key tile): Q carries an extra column ``-c`` and K^T a row of ones, so
-the first product yields ``S - c`` directly (``c``: the row's running max once finite).
-Lazy rescaling: after a row's first tile, ``m`` is kept (``a = 1``) for any tile whose
-scores cannot exceed it by more than ``RESCALE_SLACK``, by ``|s_ij| <= |scale q_i| |k_j|``;
-``lse = m + log(l)`` holds for any shift, and an additive mask turns it off.
-
-Backward (Algorithm 2): a work item is a head; for each key block (outer loop) and
-query block (inner), ``P = exp(S - lse)`` is rebuilt, with ``delta = rowsum(dO * O)``::
+then ``O / l`` and ``lse = m + log(l)``. Backward (Algorithm 2), an item a head, ``P``
+rebuilt from lse, ``delta = rowsum(dO * O)``::
 
     dV_j += Pd^T dO_i;  dP = (dO_i V_j^T) * keep / (1 - p);  dS = P * (dP - delta)
     dQ_i += dS K_j;  dK_j += dS^T (scale Q_i);  dQ *= scale at the end
 
-Each item owns its buffers (no atomics) and every sum runs in a fixed order: the same
-inputs give the same bits whatever the thread count. Precision: float32 tiles for
-float16/bfloat16/float32 inputs, float64 for float64; the output has the input dtype,
-the log-sum-exp the accumulation dtype. Fully masked rows give output 0, lse -inf and
-zero gradients (as torch's CPU SDPA). Masking skips key tiles outside a block's
-causal/window band; a tile crossing the band's edge masks only its rows that hold
-hidden entries. Dropout keeps come per tile from ``philox.keep_block``, a pure
-function of (seed, offset, bh, i, j).
+Each item owns its buffers (no atomics) and sums in a fixed order: the same bits whatever
+the thread count. float32 tiles for 16- and 32-bit inputs, float64 for float64; fully
+masked rows give output 0, lse -inf, zero gradients (torch's CPU SDPA). Key tiles outside
+a block's causal/window band are skipped. Dropout keeps are ``philox.keep_block``'s, a
+pure function of (seed, offset, bh, i, j).
 
-Threads: items run on a pool of one thread per usable core (at most ``MAX_THREADS``:
-past ~8 the GIL sets the pace). OpenBLAS's own threads must not fight the pool (5-10x
-slower when they did), so both launchers hold OpenBLAS at one thread for the call
-(``_threads.blas_one_thread``) and make each product one BLAS call; without the hold
-(another BLAS) products are cut to ``GEMM_MAX`` multiply-adds, which OpenBLAS runs on
-the calling thread. :class:`KernelPaths` names these choices (``fold``, ``pin_blas``,
-``big_gemm``); the launchers take ``paths=`` so tests and benchmarks can compare each
-with its alternative (the front end never passes it: the defaults are the product).
+Two implementations, chosen per call:
 
-Tiles: at one or two threads the forward tile whose float32 scores fit the L2 cache
-wins; with more threads larger ones (fewer GIL hand-offs). Forward fp32 B=4 H=8 S=1024
-D=64, ms, keys per tile 128/256/512, 16-CPU Xeon (all figures: benchmarks/NOTES.md)::
+- The compiled kernels (``_attention_c``, backends/numpy/_attention_c.c), where the
+  extension is built and NumPy's OpenBLAS hands over its ``cblas_?gemm``, for calls
+  without a user mask: the forward per (head, query block) item in tiles of
+  ``C_BLOCK_M`` x ``C_BLOCK_K``, the backward per head, GIL released, the two products
+  per tile at the BLAS's peak and everything between them in one fused pass.
+- The NumPy tile loops otherwise (a boolean or additive mask, another BLAS,
+  ``KernelPaths(compiled=False)``): the folded shift and lazy rescaling
+  (:class:`KernelPaths`, ``RESCALE_SLACK``), tiles sized to the L2 cache.
 
-    threads              1            2            4          8
-    full   128/256/512   119/116/125  85/94/79     47/42/41   40/32/29
-    causal 128/256/512   81/87/107    52/52/61     36/31/34   40/28/24
+Threads: items run on a pool of one thread per usable core (at most ``MAX_THREADS``), and
+OpenBLAS is held at one thread for the call (``_threads.blas_one_thread``: its own
+threads fighting the pool measured 5-10x slower); without the hold (another BLAS) the
+loops cut products to ``GEMM_MAX`` multiply-adds. Tests compare both paths with each
+other and with the float64 reference.
 
-Backward tiles 256 x 256 (best of five on a 2-core EPYC).
+Why the compiled path: the loops cost ~10 NumPy calls per tile and NumPy's exp on top of
+products already at the BLAS's peak. fp32 B=4 H=8 S=1024 D=64, 2-core EPYC (Zen 4),
+tessera / torch SDPA, ``python -m benchmarks --suite attention`` (history, tile sweeps and
+thread counts: benchmarks/NOTES.md)::
 
-The compiled kernels (``_attention_c``, backends/numpy/_attention_c.c). The loops above
-cost ~10 NumPy calls per tile and NumPy's exp; with the products already at the BLAS's
-peak, only tile loops with nothing but the products and one fused pass between them (row
-max, exp, row sum, rescaling, band, dropout; in the backward P and dS) reach torch's CPU
-SDPA. So where the extension is built and NumPy's OpenBLAS hands over its ``cblas_?gemm``,
-calls without a user mask run in C with the GIL released: the forward per (head, query
-block) item in tiles of ``C_BLOCK_M`` x ``C_BLOCK_K`` (exact rescaling per row: no fold or
-lazy step needed), the backward per head in the tiles above. A boolean or additive mask,
-another BLAS, or ``KernelPaths(compiled=False)`` take the loops above. Both paths are
-tested against the float64 reference and against each other (dropout masks bit-identical:
-Philox in C). fp32 B=4 H=8 S=1024 D=64, 2-core EPYC (Zen 4), tessera / torch SDPA,
-``python -m benchmarks --suite attention`` (benchmarks/NOTES.md)::
-
-                       full        causal      full p=0.1  causal p=0.1   (3 runs each)
-    forward  loops     1.31        1.17        0.50        0.35           (1 run)
+                       full        causal      full p=0.1  causal p=0.1
+    forward  loops     1.31        1.17        0.50        0.35
              compiled  1.00-1.02   0.82-0.84   0.13-0.16   0.09-0.10
-    backward loops     1.09        0.92        1.48        0.98           (1 run)
+    backward loops     1.09        0.92        1.48        0.98
              compiled  0.82-0.84   0.66-0.67   0.53-0.55   0.32-0.34
-
-On one core the compiled forward is at torch's speed (one head 3.30 ms, torch 3.29-3.49):
-the products, at the BLAS's peak, are ~73% of it.
 """
 
 from __future__ import annotations
