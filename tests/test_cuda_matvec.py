@@ -725,3 +725,38 @@ def test_nn_linear_half_on_cuda(name):
     for got, want in zip(grads, (g64 @ w64, g64.T @ x64, g64.sum(0), g64)):
         assert got.dtype is dt and got.device == dev0
         assert _rel16(got._data, want, name) <= RTOL16[name]
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+def test_linear_kept_call_equals_the_general_path(name, monkeypatch):
+    """A signature's second call takes the kept cuBLASLt call (no ``linear_lt``): the same
+    matmul, so the same bits as the first call's, each into a poisoned output, with and
+    without bias and residual; a misaligned residual of a kept signature takes the
+    general path, within the dtype's tolerance of the aligned result."""
+    from tessera_array.backends._cupy import _cublaslt
+
+    if name != "float32":
+        _held_half(name)
+    npdt = np.dtype(np.float32) if name == "float32" else _half_np(name)
+    calls = _spy_linear_lt(monkeypatch)
+    rng = np.random.default_rng(47)
+    x, w, b, r = (dev(rng.standard_normal(s).astype(np.float32).astype(npdt))
+                  for s in ((2, 33, 64), (40, 64), (40,), (2, 33, 40)))
+    firsts = []
+    for bb, rr in ((b, r), (None, r), (b, None)):
+        calls.clear()
+        first = cupy.asnumpy(cu_matvec.linear_cublaslt(x, w, bb, rr))
+        firsts.append(first)
+        second = cupy.asnumpy(cu_matvec.linear_cublaslt(x, w, bb, rr))
+        assert calls == [True], "the second call should be the kept one"
+        assert np.all(np.isfinite(second.astype(np.float64)))
+        assert np.array_equal(first.view(np.uint8), second.view(np.uint8))
+    mis = dev(np.zeros(r.size + 1, npdt))[1:].reshape(r.shape)
+    mis[...] = r
+    assert _cublaslt.linear_kept(x, w, b, mis) is None
+    calls.clear()
+    got = cupy.asnumpy(cu_matvec.linear_cublaslt(x, w, b, mis)).astype(np.float64)
+    assert calls == []
+    want = firsts[0].astype(np.float64)  # (bias and the aligned residual)
+    rtol = RTOL16.get(name, TOL[np.float32])
+    assert np.abs(got - want).max() <= 2 * rtol * np.abs(want).max()

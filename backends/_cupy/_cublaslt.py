@@ -19,6 +19,10 @@ Column-major, as cuBLASLt reads memory: ``out^T (n x m) = (w^T)^T x^T`` with A =
 transposed), B = x (k x m), C = residual^T, D = out^T, the bias one value per row of D:
 torch's ``addmm`` takes the same call, with its residual added by a second kernel.
 
+``linear_kept(x, w, bias, residual)`` is the same call for operands whose signature
+(shapes, strides, dtypes, device) was seen before: its descriptors and ctypes arguments
+kept, its output made, five pointers set (None where it does not apply).
+
 The library is the one CuPy's cuBLAS loaded (found in ``/proc/self/maps``, so the
 versions agree); a handle, a workspace and each layout's descriptors and heuristic
 algorithm are kept per device (``clear_all`` drops them). The enum values are cuBLASLt's
@@ -34,7 +38,9 @@ import threading
 
 from tessera_array.backends._common import memo
 
-__all__ = ["DTYPES", "ENUMS", "library_path", "linear_lt"]
+from . import _kernels
+
+__all__ = ["DTYPES", "ENUMS", "library_path", "linear_kept", "linear_lt"]
 
 # cublasLt.h, cublas_api.h, library_types.h. The 16-bit values (CUDA_R_16F, CUDA_R_16BF)
 # and CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE (named in the docstring, not set) were checked
@@ -74,6 +80,8 @@ _lib = None
 _lock = threading.Lock()
 _handles = memo("cuda.cublaslt_handles")  # device id -> (handle, workspace array)
 _plans = memo("cuda.cublaslt_plans")  # layout key -> _Plan or None (no algorithm)
+# operands' (shape, strides, dtype) and device -> _Kept, or False (not cuBLASLt's layout)
+_kept = memo("cuda.cublaslt_kept", limit=256)
 
 
 def library_path() -> str | None:
@@ -208,3 +216,97 @@ def linear_lt(x2, w, bias, residual, out) -> bool:
                                out.data.ptr, plan.c, ctypes.byref(plan.algo.algo),
                                work.data.ptr, WORKSPACE_BYTES, stream), "cublasLtMatmul")
     return True
+
+
+class _Kept:
+    """One operand signature's call, kept: its plan, output shape and the matmul's ctypes
+    arguments, so that a call of a known signature sets five pointers and launches
+    (:func:`linear_kept`)."""
+
+    __slots__ = ("args", "bias", "bias_ref", "desc", "dev", "dtype", "handle", "matmul",
+                 "out_shape", "ptrs", "set_attr", "work")
+
+    def __init__(self, plan, dev, dtype, out_shape, residual: bool):
+        lib = _library()
+        handle, work = _handle(dev)
+        vp = ctypes.c_void_p
+        self.dev, self.dtype, self.out_shape, self.desc = dev, dtype, out_shape, plan.desc
+        self.handle, self.matmul, self.work = handle, lib.cublasLtMatmul, work
+        self.set_attr = lib.cublasLtMatmulDescSetAttribute
+        self.bias = vp(0)
+        self.bias_ref = ctypes.byref(self.bias)
+        alpha, beta = plan.scalar(1.0), plan.scalar(1.0 if residual else 0.0)
+        # w, x, C, D, stream: the pointers a call sets
+        self.ptrs = w, x, c, d, stream = vp(0), vp(0), vp(0), vp(0), vp(0)
+        self.args = (handle, plan.desc, ctypes.byref(alpha), w, plan.a, x, plan.b,
+                     ctypes.byref(beta), c, plan.c, d, plan.c, ctypes.byref(plan.algo.algo),
+                     vp(work.data.ptr), WORKSPACE_BYTES, stream, alpha, beta)
+
+
+def _keep(x, w, bias, residual, dev):
+    """The :class:`_Kept` of these operands' signature, or False where :func:`linear_lt`
+    would not take them (layout, dtype, an empty product, no algorithm)."""
+    name = x.dtype.name
+    if name not in _TYPES or name == "float64" or x.size == 0 or w.ndim != 2:
+        return False
+    n, k = w.shape
+    out_shape = x.shape[:-1] + (n,)
+    if k == 0 or x.shape[-1] != k or not (x.flags.c_contiguous and w.flags.c_contiguous):
+        return False
+    for a in (w, bias, residual):
+        if a is not None and (a.dtype != x.dtype or a.data.device_id != dev):
+            return False
+    if bias is not None and (bias.shape != (n,) or not bias.flags.c_contiguous):
+        return False
+    if residual is not None and (residual.shape != out_shape
+                                 or not residual.flags.c_contiguous):
+        return False
+    plan = _plan(dev, name, x.size // k, n, k, bias is not None)
+    return False if plan is None else _Kept(plan, dev, x.dtype, out_shape,
+                                            residual is not None)
+
+
+def linear_kept(x, w, bias, residual):
+    """:func:`linear_lt`'s call for operands whose signature (shapes, strides, dtypes,
+    device) was seen before, its output made here; None where it does not apply (the
+    signature's first call, another current device, an operand not 256-byte aligned (the
+    bias: 16), a layout :func:`linear_lt` does not take): the caller's general path then
+    answers.
+
+    A kept call skips the general path's checks, copies and lookups. Host time of
+    ``nn.linear`` a call (64^3, an H100's host; torch ``addmm + add`` 21-27 us): 40.5 us
+    through the general path, 22.3-23.3 kept; at 4096^3, timed one call at a time, that
+    is the gap between the host's first launch and torch's (benchmarks/NOTES.md)."""
+    import cupy
+
+    dev = x.data.device_id
+    key = (x.shape, x.strides, x.dtype, w.shape, w.strides, w.dtype,
+           None if bias is None else (bias.shape, bias.strides, bias.dtype),
+           None if residual is None else (residual.shape, residual.strides, residual.dtype),
+           dev)
+    kept = _kept.get(key)
+    if kept is None:  # (a signature's first call: the general path's)
+        _kept.put(key, _keep(x, w, bias, residual, dev))
+        return None
+    if kept is False or cupy.cuda.runtime.getDevice() != dev:
+        return None
+    c = x if residual is None else residual
+    if (x.data.ptr | w.data.ptr | c.data.ptr) & 255 or (
+            bias is not None and bias.data.ptr & 15):
+        return None
+    out = _kernels.empty(kept.out_shape, kept.dtype)
+    d = out.data.ptr
+    if d & 255:  # (CuPy's pool hands out 512-byte aligned blocks)
+        return None
+    wp, xp_, cp_, dp, sp = kept.ptrs
+    wp.value, xp_.value, dp.value = w.data.ptr, x.data.ptr, d
+    cp_.value = d if residual is None else residual.data.ptr
+    sp.value = cupy.cuda.get_current_stream().ptr
+    args = kept.args
+    with _lock:  # the bias pointer lives in the shared descriptor
+        if bias is not None:
+            kept.bias.value = bias.data.ptr
+            _ok(kept.set_attr(kept.desc, _E["CUBLASLT_MATMUL_DESC_BIAS_POINTER"],
+                              kept.bias_ref, 8), "CUBLASLT_MATMUL_DESC_BIAS_POINTER")
+        _ok(kept.matmul(*args[:16]), "cublasLtMatmul")
+    return out

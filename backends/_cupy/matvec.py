@@ -416,8 +416,13 @@ def _lt_fits(x2, w, bias, residual, out, n) -> bool:
 
 
 def linear_cublaslt(x, weight, bias=None, residual=None):
-    """:func:`linear` with its cuBLASLt call (registered by :func:`register_cublaslt`)."""
-    return linear(x, weight, bias, residual, lt=True)
+    """:func:`linear` with its cuBLASLt call (registered by :func:`register_cublaslt`):
+    operands of a signature seen before take the kept call (``_cublaslt.linear_kept``),
+    the same cuBLASLt matmul without the general path's checks and copies."""
+    from . import _cublaslt
+
+    out = _cublaslt.linear_kept(x, weight, bias, residual)
+    return linear(x, weight, bias, residual, lt=True) if out is None else out
 
 
 def register_cublaslt(registry, backend_name: str) -> None:
