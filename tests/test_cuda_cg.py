@@ -84,6 +84,34 @@ def test_short_solve_is_one_launch_and_one_read(dtype, monkeypatch):
         assert info == 1 and np.isfinite(np.asarray(x.to_device("cpu"))).all()
 
 
+def test_short_solve_reads_the_published_words(monkeypatch):
+    """The kernel copies its state words to pinned host memory and then sets the launch's
+    flag (cg.cu, publish): a short solve's read polls that flag, with no stream
+    synchronization and no copy; the poll stays on after the solves (had the device not
+    reached the pinned memory, the read would have copied and turned it off). A read
+    that does not poll synchronizes, and finds the published words too."""
+    syncs = []
+    real_sync = cupy.cuda.Stream.synchronize
+    monkeypatch.setattr(cupy.cuda.Stream, "synchronize",
+                        lambda self: syncs.append(1) or real_sync(self))
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync",
+                        lambda *a: pytest.fail("the state words were copied"))
+    assert cu_cg.PlainCG.polling
+    # (a poll long enough for any launch: this worker's GPU may be shared with others)
+    monkeypatch.setattr(cu_cg, "POLL_S", 30.0)
+    for A, b in _systems(np.float64):
+        bd = xp.asarray(b, device=DEV)
+        cupy.cuda.get_current_stream().synchronize()
+        syncs.clear()
+        one = tla.cg(A, bd, maxiter=3, report=True)
+        assert syncs == [] and cu_cg.PlainCG.polling
+        with monkeypatch.context() as m:  # (no poll: the read synchronizes first)
+            m.setattr(cu_cg.PlainCG, "polling", False)
+            two = tla.cg(A, bd, maxiter=3, report=True)
+        assert cu_cg.PlainCG.polling
+        _same(one, two)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_one_launch_equals_the_general_path(dtype, monkeypatch):
     for A, b in _systems(dtype):

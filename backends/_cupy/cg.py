@@ -19,11 +19,14 @@ of the run return at once.
 stored A and a real b: the first launch also sets x = 0 and r = b and takes ||b|| (in
 the vecdot kernels' order and root, so x, info and report are the general path's bit for
 bit) and the threshold, so a short solve is one launch and one read; the kernel, grid
-and finished solves' workspaces are kept per (device, n, dtype, layout), the read goes
-through pinned memory. H200, dense SPD 2049 float32, ``cg(A, b, maxiter=1)`` wall time
-(medians of 400): 238 us before (a vecdot, a root and a read for ||b||, then the
-solve), 138 with the one launch, 93 with the kept workspaces and the pinned read;
-cupyx's 495-751.
+and finished solves' workspaces are kept per (device, n, dtype, layout). The read needs
+no copy and no stream synchronization: the launch's last act copies its state words to
+mapped pinned memory and sets a flag there, which the host polls for up to
+:data:`POLL_S` (then it synchronizes). ``cg(A, b, maxiter=1)``, dense SPD 2049 float32,
+wall time (medians of 400): H200, 238 us before (a vecdot, a root and a read for ||b||,
+then the solve), 138 with the one launch, 93 with the kept workspaces and the pinned
+read (cupyx's 495-751); an H100's host, 68 with a copy and a synchronization, 59 with
+the polled flag (benchmarks/NOTES.md).
 
 Geometry (:func:`geometry`): blocks of :data:`BLOCK` threads, as many as the rows need
 and at most :data:`BLOCKS_PER_SM` per multiprocessor, never more than stay resident
@@ -41,6 +44,7 @@ iterations, iteration counts within one, the same bits for every ``k``).
 from __future__ import annotations
 
 import ctypes
+import time
 
 import numpy as np
 from tessera_array.backends._common import memo
@@ -258,7 +262,8 @@ class FusedCG:
         c = ctypes
         head = [c.c_longlong(self.n), c.c_int(entry), c.c_longlong(self._done),
                 c.c_longlong(target), c.c_int(final), c.c_longlong(run_base)]
-        args = head + self._static + _NO_B + self._vectors + [_ptr(q), _ptr(z)] + self._work
+        args = (head + self._static + _NO_B + self._vectors + [_ptr(q), _ptr(z)] + self._work
+                + _NO_HOST)
         params = (c.c_void_p * len(args))(*[c.addressof(a) for a in args])
         driver = _cupy().cuda.driver
         driver.launchCooperativeKernel(self._kernel.ptr, self.blocks, 1, 1, BLOCK, 1, 1, 0,
@@ -329,8 +334,8 @@ class _Work:
     no two solves use it at once. The counter is zeroed once: a launch leaves it at a
     multiple of the grid's blocks, where the barrier (cg.cu, grid_sync) may start."""
 
-    __slots__ = ("a", "args", "b", "bar", "head", "host", "params", "pinned", "st", "work",
-                 "x")
+    __slots__ = ("a", "args", "b", "bar", "flag", "head", "host", "params", "pinned", "seq",
+                 "st", "work", "x")
 
     def __init__(self, plan, n, dt):
         c, cupy = ctypes, _cupy()
@@ -342,8 +347,16 @@ class _Work:
         self.bar = cupy.zeros((1,), dtype=np.uint64)
         base = self.work.data.ptr
         self.st = base + (3 * n + parts) * size
-        self.pinned = cupy.cuda.alloc_pinned_memory(words * size)
+        # the words, then the flag the kernel sets once they are there (kernels/cuda/cg.cu,
+        # publish); the device reaches pinned memory at its host address (unified
+        # addressing), or at the one the runtime gives
+        self.pinned = cupy.cuda.alloc_pinned_memory(words * size + 8)
         self.host = np.frombuffer(self.pinned, dtype=dt, count=words)
+        self.flag = np.frombuffer(self.pinned, dtype=np.uint64, count=1,
+                                  offset=words * size)
+        self.flag[0] = 0
+        mapped = _mapped(self.pinned.ptr)
+        self.seq = c.c_ulonglong(0)
         self.head = [c.c_longlong(n), c.c_int(0), c.c_longlong(0), c.c_longlong(0),
                      c.c_int(0), c.c_longlong(0)]
         thr = (c.c_float if dt == np.float32 else c.c_double)(0.0)  # (the kernel's own)
@@ -355,7 +368,8 @@ class _Work:
                      + [self.x, c.c_void_p(base), c.c_void_p(base + n * size),
                         c.c_void_p(base + 2 * n * size), c.c_void_p(0),
                         c.c_void_p(base + 3 * n * size), c.c_void_p(self.st),
-                        c.c_void_p(self.bar.data.ptr)])
+                        c.c_void_p(self.bar.data.ptr), c.c_void_p(mapped),
+                        c.c_void_p(mapped + words * size), self.seq])
         self.params = (c.c_void_p * len(self.args))(*[c.addressof(v) for v in self.args])
 
     def bind(self, b, x, op, rtol, atol):
@@ -375,6 +389,9 @@ class PlainCG(FusedCG):
     caller's general path then answers); after the first run ``bnrm2`` is ||b||. ``x``
     is the solution's own buffer. The kernel, grid and free workspaces of a (device, n,
     dtype, matrix layout) are kept between solves (``_plans``)."""
+
+    polling = True
+    """False once a launch's words did not reach the pinned memory (then copied)."""
 
     def __init__(self, b, a, rtol, atol, maxiter):
         self.device = dev = b.device
@@ -412,22 +429,40 @@ class PlainCG(FusedCG):
         self._finished = False
 
     def _launch(self, entry, target, final, run_base, q, z):
-        h = self._w.head
+        w = self._w
+        h = w.head
         h[1].value, h[2].value, h[3].value, h[4].value, h[5].value = \
             entry, self._done, target, final, run_base
+        w.seq.value += 1  # (the value the launch's publish writes to the flag)
         cupy = _cupy()
         cupy.cuda.driver.launchCooperativeKernel(
             self._kernel.ptr, self.blocks, 1, 1, BLOCK, 1, 1, 0,
-            cupy.cuda.get_current_stream().ptr, ctypes.addressof(self._w.params))
+            cupy.cuda.get_current_stream().ptr, ctypes.addressof(w.params))
 
     def _read(self, count: int):
-        """The first ``count`` state words, through the pinned copy (``# sync``)."""
+        """The first ``count`` state words, which the launch copied to pinned memory
+        before setting its flag: polled for up to :data:`POLL_S` seconds (a short solve's
+        read without a driver call), then waited for by a stream synchronization, which
+        also raises the launch's error if it failed (``# sync``). Where the device did
+        not write the pinned words, they are copied (and later reads copy)."""
         w, cupy = self._w, _cupy()
-        stream = cupy.cuda.get_current_stream()
-        cupy.cuda.runtime.memcpyAsync(w.host.ctypes.data, w.st, count * w.host.itemsize,
-                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-        stream.synchronize()
-        return w.host[:count]
+        flag, seq = w.flag, w.seq.value
+        if PlainCG.polling and flag[0] != seq:
+            end = time.perf_counter() + POLL_S
+            while flag[0] != seq and time.perf_counter() < end:
+                pass
+        if flag[0] != seq:
+            stream = cupy.cuda.get_current_stream()
+            # sync: a launch longer than the poll (its error, if it failed, raised here).
+            stream.synchronize()
+            if flag[0] != seq:
+                PlainCG.polling = False
+                cupy.cuda.runtime.memcpyAsync(w.host.ctypes.data, w.st,
+                                              count * w.host.itemsize,
+                                              cupy.cuda.runtime.memcpyDeviceToHost,
+                                              stream.ptr)
+                stream.synchronize()  # sync: the copy
+        return w.host[:count].tolist()  # (Python floats: the report reads each once)
 
     def _release(self):
         w, self._w = self._w, None
@@ -439,6 +474,21 @@ _NONE = _Stored(OP_NONE)
 
 
 _NO_B = [ctypes.c_void_p(0), ctypes.c_double(0.0), ctypes.c_double(0.0), ctypes.c_int(0)]
+# no host copy of the state (FusedCG reads it with a copy): host_st, host_flag, seq
+_NO_HOST = [ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_ulonglong(0)]
+POLL_S = 200e-6
+"""How long PlainCG's read polls its flag before it synchronizes the stream (which
+releases the GIL, where polling holds it): a one-iteration solve's launch takes some
+20-30 us on an H100, a run of 32 Poisson 1024^2 iterations over a millisecond."""
+
+
+def _mapped(host_ptr: int) -> int:
+    """The device address of pinned host memory at ``host_ptr``: the runtime's
+    ``cudaHostGetDevicePointer`` where CuPy binds it, else the host address itself (under
+    unified addressing, every 64-bit CUDA platform, the two are one)."""
+    rt = _cupy().cuda.runtime
+    get = getattr(rt, "hostGetDevicePointer", None)
+    return int(get(host_ptr, 0)) if get is not None else host_ptr
 _REAL = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 

@@ -26,6 +26,10 @@
 //            host's stop_threshold, step for step), kept in st for later launches; a
 //            zero ||b|| is CONVERGED at test 0, a non-finite one BAD_B (the host's
 //            general path answers it). One launch and one read for a short solve.
+//            With host_st (mapped pinned host memory; null otherwise) the launch's last
+//            act copies st's words and the run's history there and then writes seq to
+//            *host_flag (publish): the host polls that word instead of copying and
+//            synchronizing.
 // Layout     x, r, p, q, z: contiguous vectors of n elements (q and z the launcher's work
 //            vectors, or the host's products). A dense operand: row i at val + i * ld,
 //            its n columns contiguous. A CSR operand: data val, column indices idx (I),
@@ -180,6 +184,20 @@ template <typename T, int WARP, int BLOCK> struct Grid {
     }
 };
 
+// The run's state words and history copied to host memory the host polls (pinned,
+// mapped: the launcher's; null: none), then seq in *host_flag once they are visible to
+// the host, so a short solve's read needs no copy and no stream synchronization.
+template <typename T>
+__device__ __forceinline__ void publish(const T *st, T *host_st,
+                                        volatile unsigned long long *host_flag,
+                                        unsigned long long seq, int count)
+{
+    if (host_st == nullptr) return;
+    for (int k = 0; k < count; ++k) host_st[k] = st[k];
+    __threadfence_system();
+    *host_flag = seq;
+}
+
 }  // namespace cgk
 }  // namespace tessera
 
@@ -195,7 +213,8 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
                const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
                const T *__restrict__ b, const double rtol, const double atol,
                const int dparts, T *x, T *r, T *p, T *q, T *z, T *part, T *st,
-               unsigned long long *bar)
+               unsigned long long *bar, T *host_st,
+               volatile unsigned long long *host_flag, const unsigned long long seq)
 {
     using namespace tessera;
     using namespace tessera::cgk;
@@ -203,7 +222,11 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
     __shared__ T scratch[BLOCK / WARP];
     __shared__ T bcast;
     // The first launch of a solve (E_INIT) starts the state itself: st is not read.
-    if (entry != E_INIT && real_part(st[W_STATUS]) != R(S_RUNNING)) return;  // frozen
+    if (entry != E_INIT && real_part(st[W_STATUS]) != R(S_RUNNING)) {  // frozen
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            publish(st, host_st, host_flag, seq, HIST + (int)(target - run_base));
+        return;
+    }
     Grid<T, WARP, BLOCK> g{bar, part, scratch, &bcast,
                            (long long)blockIdx.x * BLOCK + threadIdx.x,
                            (long long)gridDim.x * BLOCK, (int)gridDim.x};
@@ -223,7 +246,7 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
         pq = st[W_PQ];
         if (b != nullptr) thr = real_part(st[W_THR]);  // (the first launch's, from ||b||)
     }
-    g.sync();  // every block has read st: block 0 may write it from here on
+    if (entry != E_INIT) g.sync();  // every block has read st: block 0 may write it now
     long long done = done0;
     const T *s = m_kind == OP_NONE ? r : z;  // what p takes from
     int phase = entry;
@@ -234,9 +257,12 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
             // stride loop, each block's block_sum, then thread t of one block adds parts
             // t, t + BLOCK, ... and a block_sum), here with dparts virtual blocks over
             // the grid's; then the root and the threshold, as the host would take them.
+            T acc_rr = zero<T>();  // (r . r as E_INIT's loop below sums it, r being b)
             for (long long i = g.tid; i < n; i += g.threads) {
+                const T bi = b[i];
                 x[i] = zero<T>();
-                r[i] = b[i];
+                r[i] = bi;
+                acc_rr = add(acc_rr, from_real<T>(abs2(bi)));
             }
             T *dpart = part + 3 * (long long)g.blocks;
             for (int vb = blockIdx.x; vb < dparts; vb += gridDim.x) {  // (block-uniform)
@@ -247,7 +273,7 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
                 acc = block_sum<WARP, BLOCK>(acc, scratch);
                 if (threadIdx.x == 0) dpart[vb] = acc;
             }
-            g.sync();
+            rr = real_part(g.sum(acc_rr, SLOT_RR));  // (its grid sync publishes dpart too)
             T acc = zero<T>();
             for (int k = threadIdx.x; k < dparts; k += BLOCK) acc = add(acc, dpart[k]);
             acc = block_sum<WARP, BLOCK>(acc, scratch);
@@ -268,6 +294,7 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
                 break;
             }
             thr = stop_threshold<R>(fmax(atol, rtol * (double)bnrm));
+            phase = E_START;
         }
         if (phase == E_INIT) {
             T acc = zero<T>();
@@ -403,5 +430,7 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
             st[W_THR] = from_real<T>(thr);
             if (entry == E_INIT) st[W_BNRM] = from_real<T>(bnrm);
         }
+        // (every word above and the history were written by this thread)
+        publish(st, host_st, host_flag, seq, HIST + (int)(target - run_base));
     }
 }

@@ -713,9 +713,15 @@ def _cg_one_launch(T, plain, A, b, kind, rtol, atol, maxiter, report):
     words the error); ``_DECLINED`` where ``plain`` declines."""
     dt, dev = b._dtype, b._device
     variant = matvec_variant("cg", kind, dev.backend.name)
-    op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
-    solve = plain(b._data, _operand(T, op, op._mv, b, "A"), float(rtol), float(atol),
-                  maxiter)
+    arrays = (A._data,) if kind == "dense" else (A.data._data, A.indices._data,
+                                                   A.indptr._data)
+
+    def apply(v):  # (what a launcher that declines the stored matrix would call)
+        op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
+        return _operand(T, op, op._mv, b, "A").apply(v)
+
+    solve = plain(b._data, FusedOperand(apply, kind, arrays, variant), float(rtol),
+                  float(atol), maxiter)
     if solve is None:
         return _DECLINED
     hist = []
