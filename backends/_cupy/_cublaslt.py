@@ -298,12 +298,13 @@ def linear_kept(x, w, bias, residual):
     d = out.data.ptr
     if d & 255:  # (CuPy's pool hands out 512-byte aligned blocks)
         return None
+    stream = cupy.cuda.get_current_stream().ptr
     wp, xp_, cp_, dp, sp = kept.ptrs
-    wp.value, xp_.value, dp.value = w.data.ptr, x.data.ptr, d
-    cp_.value = d if residual is None else residual.data.ptr
-    sp.value = cupy.cuda.get_current_stream().ptr
     args = kept.args
-    with _lock:  # the bias pointer lives in the shared descriptor
+    with _lock:  # the pointers, and the bias's in the shared descriptor, are shared
+        wp.value, xp_.value, dp.value = w.data.ptr, x.data.ptr, d
+        cp_.value = d if residual is None else residual.data.ptr
+        sp.value = stream
         if bias is not None:
             kept.bias.value = bias.data.ptr
             _ok(kept.set_attr(kept.desc, _E["CUBLASLT_MATMUL_DESC_BIAS_POINTER"],
