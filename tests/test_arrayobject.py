@@ -332,6 +332,62 @@ def test_threads_each_get_their_quiet_context():
     assert errors == []
 
 
+def test_short_lived_threads_stay_quiet():
+    """Threads started one after another (a new thread's state may take a finished one's
+    address, where the extension keeps the last thread's quiet context): each one's
+    log(0) and 0/0 are quiet and right, warnings being errors."""
+    zero = xp.asarray([0.0, 1.0])
+    errors = []
+
+    def work():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                got = np.asarray(xp.log(zero)).tolist() + np.asarray(zero / zero).tolist()
+            if got[0] != -np.inf or got[1] != 0.0 or not np.isnan(got[2]) or got[3] != 1.0:
+                errors.append(got)
+        except Exception as err:  # noqa: BLE001
+            errors.append(repr(err))
+
+    for _ in range(20):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        work()  # (and the main thread between them)
+    assert errors == []
+
+
+def test_a_device_class_of_its_own_ops_reads_its_attribute(monkeypatch):
+    """The short path reads Device.ops from its slot; a Device subclass whose ops is a
+    property (not that slot) is asked through the attribute, each call."""
+    import types
+
+    from tessera_array._devices import Device
+
+    calls = []
+
+    class Traced(Device):
+        __slots__ = ()
+
+        @property
+        def ops(self):
+            calls.append(1)
+            return types.SimpleNamespace(add=np.add, quiet_context=None, basic_views=True)
+
+        @ops.setter
+        def ops(self, value):
+            pass
+
+    dev = Traced("ctraced", 0)
+    a = Array._new(np.ones(3), xp.float64, dev)
+    for _ in range(3):
+        r = a + a
+        assert np.asarray(r._data).tolist() == [2.0, 2.0, 2.0] and r.device is dev
+    assert len(calls) >= 3
+    x = xp.asarray([1.0, 2.0])
+    assert np.asarray(x + x).tolist() == [2.0, 4.0]  # (and the plain Device's slot again)
+
+
 # ---- the object ---------------------------------------------------------------------------
 
 
