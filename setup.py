@@ -1,5 +1,5 @@
 """The compiled parts of tessera_array: the Array object's short paths, and the NumPy
-backend's attention, in C.
+backend's stencil products and attention, in C.
 
 Everything else is in pyproject.toml. Both extensions are optional: without a C compiler
 or Python's headers the build goes on and the pure Python paths are used (same behaviour,
@@ -18,6 +18,13 @@ setup(
         Extension(
             "tessera_array._arrayobject",
             ["tessera_array/_arrayobject.c"],
+            optional=True,
+        ),
+        Extension(
+            "tessera_array.backends.numpy._stencil_c",
+            ["backends/numpy/_stencil_c.c"],
+            # no fused multiply-adds: the sums must be csr_matvec's, bit for bit
+            extra_compile_args=_O3 + ([] if sys.platform == "win32" else ["-ffp-contract=off"]),
             optional=True,
         ),
         Extension(

@@ -18,6 +18,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from _cbuild import ISAS, build_variant
 
 import tessera_array as xp
 from tessera_array import nn
@@ -848,56 +849,15 @@ def test_compiled_backward_matches_numpy_path(device, monkeypatch, case, dtype):
 
 # x86-64-v3 (AVX2, FMA) and the baseline: the instruction sets an AVX-512 machine never
 # picks among the extension's target clones, and the CPU flags each needs.
-_ISAS = {"x86-64-v3": {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "abm"},
-         "x86-64": set()}
-
-
-def _cpu_flags() -> set:
-    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read: the
-    instruction sets that need flags are then skipped as not runnable here)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = [line for line in f if line.startswith("flags")]
-    except OSError:
-        return set()
-    return set(lines[0].split(":", 1)[1].split()) if lines else set()
-
-
-@pytest.mark.parametrize("arch", sorted(_ISAS))
+@pytest.mark.parametrize("arch", sorted(ISAS))
 def test_compiled_kernel_on_each_instruction_set(device, monkeypatch, tmp_path, arch):
     """The compiled kernel's row loops built for one instruction set each (x86-64-v3, the
     baseline: -DTESSERA_NO_CLONES), run in place of the built module: the same forward
     and backward as the NumPy tile loops (the two tests above), so the clones a machine
     with AVX-512 never runs are checked on it too."""
-    import platform
-    import shutil
-    import subprocess
-    import sysconfig
-    from importlib.machinery import ExtensionFileLoader
-    from pathlib import Path
-
     kern = _compiled_or_skip(device, np.float32)
     f32 = np.dtype(np.float32)
-    if platform.machine() != "x86_64" or not _ISAS[arch] <= _cpu_flags():
-        pytest.skip(f"this CPU cannot run {arch} code")
-    src = Path(__file__).resolve().parents[1] / "backends" / "numpy" / "_attention_c.c"
-    cc = shutil.which("gcc")
-    include = sysconfig.get_paths()["include"]
-    if not src.is_file() or cc is None or not Path(include, "Python.h").is_file():
-        why = f"building one instruction set needs gcc, Python.h and {src}"
-        if _REQUIRED:
-            pytest.fail(f"TESSERA_REQUIRE_COMPILED=1: {why}")
-        pytest.skip(why)
-    so = tmp_path / f"_attention_c{sysconfig.get_config_var('EXT_SUFFIX')}"
-    proc = subprocess.run(
-        [cc, "-O3", "-shared", "-fPIC", f"-march={arch}", "-DTESSERA_NO_CLONES",
-         f"-I{include}", f"-I{src.parent}", str(src), "-o", str(so), "-lm"],
-        capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    loader = ExtensionFileLoader("_attention_c", str(so))
-    spec = importlib.util.spec_from_file_location("_attention_c", so, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
+    mod = build_variant("_attention_c", arch, tmp_path)
     from tessera_array.backends.numpy import _threads
 
     mod.set_blas(*_threads.blas_gemm())

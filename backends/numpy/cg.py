@@ -84,14 +84,21 @@ def _norm_for(n: int, dtype):
     return norm
 
 
-def _product(op, dtype, n, what):
+def _product(op, dtype, n, what, products=0):
     """``op`` (a FusedOperand) as ``f(v) -> op v`` on ndarrays: a stored matrix through
-    the backend's own routine; anything else through ``op.apply``, its result checked."""
+    the backend's own routine (a CSR stencil's runs, the same bits, where ``products``,
+    the most the solve may take, make it pay: :func:`.sparse.stencil_pays`); anything
+    else through ``op.apply``, its result checked."""
     if op.kind == "csr":
         data, indices, indptr = op.arrays
         shape = (n, n)
-        spmv = _sp.spmv_into
         q = np.empty(n, dtype=dtype)  # the product's vector, the same every iteration
+        st = (_sp.stencil(data, indices, indptr, shape)
+              if data.dtype == dtype and _sp.stencil_pays(products, data.shape[0]) else None)
+        if st is not None:
+            into = st.into
+            return lambda v: into(v, q)
+        spmv = _sp.spmv_into
         return lambda v: spmv(data, indices, indptr, shape, v, q)
     if op.kind == "dense":
         (a,) = op.arrays
@@ -134,8 +141,8 @@ class HostCG:
         self.atol = float(atol)
         self.maxiter = int(maxiter)
         self.cplx = r.dtype.kind == "c"
-        self.matvec = _product(A, r.dtype, n, "q = A p")
-        self.psolve = None if M is None else _product(M, r.dtype, n, "z = M r")
+        self.matvec = _product(A, r.dtype, n, "q = A p", self.maxiter)
+        self.psolve = None if M is None else _product(M, r.dtype, n, "z = M r", self.maxiter)
         # ||r|| in the generic loops' order, where the plain r . r does not give it
         self._norm = _norm_for(n, r.dtype) if self.cplx or M is not None else None
         self.done = 0  # steps taken (tests passed)

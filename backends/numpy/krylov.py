@@ -9,8 +9,9 @@ and a settle, each about 1 us of front-end cost on a 2-core EPYC, more than the
 4096-long dot itself. Here each is the backend's own routine on the ndarrays:
 
 - ``A v`` (and ``M v``): the operand's ``apply``, which for a stored matrix is the
-  registered ``spmv`` / ``matvec`` of the routed variant called on the ndarrays, and for
-  any other operator its matvec on the ndarray wrapped as a tessera Array;
+  registered ``spmv`` / ``matvec`` of the routed variant called on the ndarrays (a CSR
+  stencil's runs where the solve's products pay for them, ``expect``: the same bits),
+  and for any other operator its matvec on the ndarray wrapped as a tessera Array;
 - dots and norms: the registered ``vecdot`` (NumPy's BLAS dot, the pool's for long
   vectors), as ``ndarray.dot`` below the pool's length (the same value, bit for bit,
   without a 0-d array: :func:`.cg._real_dot`); a complex norm over contiguous copies of
@@ -28,6 +29,7 @@ import numpy as np
 from tessera_array import _dtypes
 
 from . import matvec as _mv
+from . import sparse as _sp
 from ._namespace import vecdot as _vecdot
 from .cg import _norm_for, _real_dot
 
@@ -71,11 +73,20 @@ class HostVectors:
     def __init__(self, b, A, M):
         n, dt = b.shape[0], b.dtype
         self.n, self.dtype = n, dt
+        self._ops = (A, M)
         self.matvec = A.apply
         self.psolve = _same if M is None else M.apply
         cplx = dt.kind == "c"
         self.dot = _vecdot if cplx else _real_dot(n, dt)
         self.norm = _norm_for(n, dt)
+
+    def expect(self, products: int) -> None:
+        """The most products of A (and M) the solve may take: a CSR stencil's runs where
+        that many pay for finding them (set before the loop's first product)."""
+        A, M = self._ops
+        self.matvec = _stencil_product(A, self.n, self.dtype, products) or self.matvec
+        if M is not None:
+            self.psolve = _stencil_product(M, self.n, self.dtype, products) or self.psolve
 
     @staticmethod
     def axpy(alpha, x, y, subtract=False):
@@ -87,6 +98,23 @@ class HostVectors:
 
     def vecmat(self, coef, V, k):
         return _mv.vecmat(np.asarray(coef, dtype=self.dtype), V.first(k))
+
+
+def _stencil_product(op, n, dtype, products):
+    """``f(v) -> op v`` (a new vector) from a CSR operand's stencil runs
+    (:func:`.sparse.stencil`: csr_matvec's bits, the runs' rows without their column
+    indices) where it is one and :func:`.sparse.stencil_pays` for ``products``; else
+    None."""
+    if op is None or op.kind != "csr" or op.arrays[0].dtype != dtype:
+        return None
+    data, indices, indptr = op.arrays
+    if not _sp.stencil_pays(products, data.shape[0]):
+        return None
+    st = _sp.stencil(data, indices, indptr, (n, n))
+    if st is None:
+        return None
+    into, empty = st.into, np.empty
+    return lambda v: into(v, empty(n, dtype))
 
 
 def krylov_vectors(b, A, M, blas) -> HostVectors | None:

@@ -11,6 +11,12 @@ The work is done by SciPy's compiled CSR routines (``csr_matvec`` /
 SciPy a NumPy reference runs instead (a gather, a product and a segmented sum),
 slower and summing in another order.
 
+``stencil(data, indices, indptr, shape)`` finds the runs of rows of a square real CSR
+matrix that are one stencil (2-D/3-D Poisson: the same few diagonals; :class:`Stencil`,
+its loops in C: ``_stencil_c.c``), for the solvers' repeated products: csr_matvec's bits,
+the runs' rows from contiguous loads and no column indices (2-D Poisson 256^2 float64,
+2-core EPYC: 111 us a product against csr_matvec's 203; NOTES.md).
+
 GPU backends register ``scalar`` (one thread per row) and ``warp`` (one warp per
 row) variants; on the CPU every variant name reaches the same routine, so the
 per-solver routing table of :mod:`tessera_array.sparse._routing` resolves here too.
@@ -123,6 +129,122 @@ def spmv_into(data, indices, indptr, shape, x, y):
 
     _threads.run_parts(rows, ranges)
     return y
+
+
+# ---- a stencil's product from its diagonals (the solvers' repeated products) -----------
+
+# At most this many diagonals, and at most this share of rows off the stencil (they take
+# the CSR loop): past either, the CSR routine is kept.
+# (2-D Poisson 64^2: 5 diagonals, 6% of the rows off; 3-D 7-point 16^3: 7, 33%.)
+STENCIL_MAXD = 16
+STENCIL_MARKED_MAX = 0.5
+# Finding the runs costs about one product (a pass over the row starts and indices) and
+# some 40 us of set-up; a run's product saves 25-45% of csr_matvec's (2-D Poisson,
+# 2-core EPYC; NOTES.md). So a solve takes it from 8 products, and from enough work
+# (products x stored entries) that the set-up is paid back: Poisson 256^2 from 8
+# products, 64^2 from ~100.
+STENCIL_MIN_PRODUCTS = 8
+STENCIL_MIN_WORK = 1 << 21
+
+
+def stencil_pays(products: int, nnz: int) -> bool:
+    """Whether a solve of at most ``products`` products of a matrix of ``nnz`` stored
+    entries takes :func:`stencil` (see :data:`STENCIL_MIN_PRODUCTS`)."""
+    return products >= STENCIL_MIN_PRODUCTS and products * nnz >= STENCIL_MIN_WORK
+
+_stencil_mod = []  # [the _stencil_c module, or None], set on first use
+
+
+def _stencil_c():
+    if not _stencil_mod:
+        try:
+            from . import _stencil_c as mod
+        except ImportError:
+            mod = None
+        _stencil_mod.append(mod)
+    return _stencil_mod[0]
+
+
+class Stencil:
+    """A square real CSR matrix whose rows are mostly one stencil (the same few diagonals):
+    ``into(x, y)`` is :func:`spmv_into`'s product, bit for bit (backends/numpy/_stencil_c.c
+    says why), reading the stencil rows' values without their column indices.
+
+    The runs of consecutive stencil rows come from the values and the stencil; every other
+    row (an edge, a missing or stored-zero-free gap, unsorted or repeated columns) from the
+    CSR loop. The matrix's arrays are read again by each product: they must not change
+    while this is used (one solve's products)."""
+
+    __slots__ = ("data_at", "f64", "i64", "keep", "mod", "n", "nd", "off_at", "parts",
+                 "ptrs", "rest", "rest_at")
+
+    def __init__(self, mod, data, indices, indptr, off, runs, rest):
+        n = indptr.shape[0] - 1
+        self.mod, self.n, self.nd = mod, n, off.shape[0]
+        self.f64 = data.dtype == np.float64
+        self.i64 = indptr.dtype == np.int64
+        self.keep = (data, indices, indptr, off, runs, rest)  # (the addresses' owners)
+        self.off_at, self.data_at = off.ctypes.data, data.ctypes.data
+        self.rest, self.rest_at = rest.shape[0], rest.ctypes.data
+        self.ptrs = (indptr.ctypes.data, indices.ctypes.data, data.ctypes.data)
+        # the runs in one part, or cut in two of about equal rows for the pool
+        nt, at, count = _threads.threads(), runs.ctypes.data, runs.shape[0]
+        if count > 1 and nt > 1 and n * self.nd >= SPMV_PARALLEL_MIN:
+            rows = np.cumsum(runs[:, 1] - runs[:, 0])
+            cut = int(np.searchsorted(rows, rows[-1] // 2)) + 1
+            self.parts = [(at, cut), (at + 24 * cut, count - cut)]
+        else:
+            self.parts = [(at, count)]
+
+    def into(self, x, y):
+        """``y = A @ x`` (``x``, ``y``: contiguous vectors of n elements, A's dtype)."""
+        mod, n, nd, off, data, f64 = (self.mod, self.n, self.nd, self.off_at, self.data_at,
+                                      self.f64)
+        if len(self.parts) > 1:
+            def part(at, count):
+                mod.runs(n, count, at, nd, off, data, x, y, f64)
+
+            _threads.run_parts(part, [p for p in self.parts if p[1]])
+        elif self.parts[0][1]:
+            mod.runs(n, self.parts[0][1], self.parts[0][0], nd, off, data, x, y, f64)
+        if self.rest:
+            mod.csr(n, self.rest, self.rest_at, *self.ptrs, x, y, self.i64, f64)
+        return y
+
+
+def stencil(data, indices, indptr, shape) -> Stencil | None:
+    """:class:`Stencil` of a CSR matrix, or None where it does not apply: no compiled
+    module, no SciPy (whose sums it repeats; the reference sums otherwise), not square,
+    not float32/float64 data, index arrays not both int32 or both int64, an empty matrix,
+    a stencil (the columns of the fullest of 3 x 64 rows spread over the matrix, less the
+    row) of more than
+    :data:`STENCIL_MAXD` entries, or more than :data:`STENCIL_MARKED_MAX` of the rows off
+    it. One pass over the row starts and column indices (less than a product)."""
+    mod = _stencil_c()
+    m, n = shape
+    routines = _routines if _routines else _scipy_routines()
+    if (mod is None or not routines or m != n or n == 0 or data.shape[0] == 0
+            or data.dtype not in (np.float32, np.float64)
+            or indptr.dtype != indices.dtype or indptr.dtype not in (np.int32, np.int64)
+            or not all(a.flags.c_contiguous for a in (data, indices, indptr))
+            or indptr.shape != (n + 1,) or indices.shape != data.shape):
+        return None
+    r, most = 0, -1
+    for lo in sorted({n // 4, n // 2, 3 * n // 4}):  # (64 rows at each: past any edge row)
+        counts = np.diff(indptr[lo:min(n, lo + 64) + 1])
+        k = int(np.argmax(counts))
+        if counts[k] > most:
+            r, most = lo + k, int(counts[k])
+    off = indices[indptr[r]:indptr[r + 1]].astype(np.int64) - r
+    if not 1 <= off.shape[0] <= STENCIL_MAXD or np.any(off[1:] <= off[:-1]):
+        return None
+    runs, rest = mod.scan(n, indptr.ctypes.data, indices.ctypes.data,
+                          indptr.dtype == np.int64, off.shape[0], off.ctypes.data)
+    runs = np.frombuffer(runs, dtype=np.int64).reshape(-1, 3)
+    rest = np.frombuffer(rest, dtype=np.int64)
+    if rest.shape[0] > STENCIL_MARKED_MAX * n:
+        return None
+    return Stencil(mod, data, indices, indptr, off, runs, rest)
 
 
 def register(registry, backend_name: str) -> None:

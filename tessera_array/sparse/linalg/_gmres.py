@@ -125,6 +125,9 @@ def _gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=
     # fresh array (the library's own operators); a user's matvec or M may return one
     # it keeps (even its input, a row of V), so then the first update is out of place.
     owned = (isinstance(A, _OWN_OPERATORS) and (M is None or isinstance(M, _OWN_OPERATORS)))
+    expect = getattr(vec, "expect", None)  # (optional: the products the solve may take)
+    if expect is not None:
+        expect(int(maxiter) * (restart + 1))
     x, info, its, hist = _gmres_loop(vec, bv, xv, nonzero, owned, restart, int(maxiter),
                                      atol, bnrm2, eps,
                                      xp.isdtype(b.dtype, "complex floating"), callback,

@@ -86,6 +86,10 @@ class KrylovVectors(Protocol):
         """The values of one step ready for the next (dask persists them; elsewhere the
         values themselves)."""
 
+    # Optional: ``expect(products)``, the most products of A (and of M) the solve may take
+    # (maxiter * (restart + 1)), called once before the loop's first product where the
+    # realisation has it (the NumPy backend's: whether a CSR stencil's set-up pays).
+
 
 class KrylovVectorsLauncher(Protocol):
     def __call__(self, b, A, M, blas: bool) -> KrylovVectors | None:
