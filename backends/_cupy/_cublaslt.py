@@ -20,8 +20,9 @@ transposed), B = x (k x m), C = residual^T, D = out^T, the bias one value per ro
 torch's ``addmm`` takes the same call, with its residual added by a second kernel.
 
 ``linear_kept(x, w, bias, residual)`` is the same call for operands whose signature
-(shapes, strides, dtypes, device) was seen before: its descriptors and ctypes arguments
-kept, its output made, five pointers set (None where it does not apply).
+(shapes, strides, dtypes, device) was seen before: its output made, five pointers set
+(None where it does not apply). Both launch through a plan's ``_Call`` (its ctypes
+arguments made once).
 
 The library is the one CuPy's cuBLAS loaded (found in ``/proc/self/maps``, so the
 versions agree); a handle, a workspace and each layout's descriptors and heuristic
@@ -80,7 +81,8 @@ _lib = None
 _lock = threading.Lock()
 _handles = memo("cuda.cublaslt_handles")  # device id -> (handle, workspace array)
 _plans = memo("cuda.cublaslt_plans")  # layout key -> _Plan or None (no algorithm)
-# operands' (shape, strides, dtype) and device -> _Kept, or False (not cuBLASLt's layout)
+# operands' (shape, strides, dtype) and device -> (_Call, output shape, dtype), or False
+# (not cuBLASLt's layout)
 _kept = memo("cuda.cublaslt_kept", limit=256)
 
 
@@ -147,7 +149,7 @@ def _set(fn, obj, attr: str, value) -> None:
 
 
 class _Plan:
-    __slots__ = ("a", "algo", "b", "c", "desc", "scalar")
+    __slots__ = ("a", "algo", "b", "c", "calls", "desc", "scalar")
 
 
 def _plan(device_id, dtype_name, m, n, k, bias: bool):
@@ -158,6 +160,7 @@ def _plan(device_id, dtype_name, m, n, k, bias: bool):
     handle, _ = _handle(device_id)
     dt, compute, scale, scalar = _TYPES[dtype_name]
     plan = _Plan()
+    plan.calls = {}  # with a residual (C read, beta = 1) or not -> _Call
     plan.scalar = scalar
     desc = ctypes.c_void_p()
     _ok(lib.cublasLtMatmulDescCreate(ctypes.byref(desc), compute, scale),
@@ -190,6 +193,49 @@ def _plan(device_id, dtype_name, m, n, k, bias: bool):
     return _plans[key]
 
 
+class _Call:
+    """A plan's matmul, with the residual as C (beta = 1) or without (C = D, beta = 0): its
+    ctypes arguments made once; :meth:`launch` sets the pointers and launches."""
+
+    __slots__ = ("alpha", "args", "beta", "bias", "bias_ref", "desc", "matmul", "ptrs",
+                 "set_attr", "work")
+
+    def __init__(self, plan, dev, residual: bool):
+        lib = _library()
+        handle, self.work = _handle(dev)
+        vp = ctypes.c_void_p
+        self.desc, self.matmul = plan.desc, lib.cublasLtMatmul
+        self.set_attr = lib.cublasLtMatmulDescSetAttribute
+        self.bias = vp(0)
+        self.bias_ref = ctypes.byref(self.bias)
+        self.alpha, self.beta = plan.scalar(1.0), plan.scalar(1.0 if residual else 0.0)
+        # w, x, C, D, stream: the pointers a launch sets
+        self.ptrs = w, x, c, d, stream = vp(0), vp(0), vp(0), vp(0), vp(0)
+        self.args = (handle, plan.desc, ctypes.byref(self.alpha), w, plan.a, x, plan.b,
+                     ctypes.byref(self.beta), c, plan.c, d, plan.c,
+                     ctypes.byref(plan.algo.algo), vp(self.work.data.ptr), WORKSPACE_BYTES,
+                     stream)
+
+    def launch(self, w: int, x: int, bias, c: int, d: int, stream: int) -> None:
+        """``D = x @ w.T (+ bias) + beta C`` on ``stream`` (device addresses; ``bias`` None
+        for a plan without the bias epilogue)."""
+        wp, xp_, cp_, dp, sp = self.ptrs
+        with _lock:  # the pointers, and the bias's in the shared descriptor, are shared
+            wp.value, xp_.value, cp_.value, dp.value, sp.value = w, x, c, d, stream
+            if bias is not None:
+                self.bias.value = bias
+                _ok(self.set_attr(self.desc, _E["CUBLASLT_MATMUL_DESC_BIAS_POINTER"],
+                                  self.bias_ref, 8), "CUBLASLT_MATMUL_DESC_BIAS_POINTER")
+            _ok(self.matmul(*self.args), "cublasLtMatmul")
+
+
+def _call(plan, dev, residual: bool) -> _Call:
+    call = plan.calls.get(residual)
+    if call is None:
+        call = plan.calls[residual] = _Call(plan, dev, residual)
+    return call
+
+
 def linear_lt(x2, w, bias, residual, out) -> bool:
     """``out = x2 @ w.T (+ bias) (+ residual)`` in one cuBLASLt call; False where cuBLASLt
     has no algorithm for it (nothing launched). Operands as the module docstring says."""
@@ -201,51 +247,17 @@ def linear_lt(x2, w, bias, residual, out) -> bool:
     plan = _plan(dev, out.dtype.name, m, n, k, bias is not None)
     if plan is None:
         return False
-    lib = _library()
-    handle, work = _handle(dev)
-    alpha = plan.scalar(1.0)
-    beta = plan.scalar(0.0 if residual is None else 1.0)
     c = out if residual is None else residual
-    stream = cupy.cuda.get_current_stream().ptr
-    with _lock:  # the bias pointer lives in the shared descriptor
-        if bias is not None:
-            _set(lib.cublasLtMatmulDescSetAttribute, plan.desc,
-                 "CUBLASLT_MATMUL_DESC_BIAS_POINTER", ctypes.c_void_p(bias.data.ptr))
-        _ok(lib.cublasLtMatmul(handle, plan.desc, ctypes.byref(alpha), w.data.ptr, plan.a,
-                               x2.data.ptr, plan.b, ctypes.byref(beta), c.data.ptr, plan.c,
-                               out.data.ptr, plan.c, ctypes.byref(plan.algo.algo),
-                               work.data.ptr, WORKSPACE_BYTES, stream), "cublasLtMatmul")
+    _call(plan, dev, residual is not None).launch(
+        w.data.ptr, x2.data.ptr, None if bias is None else bias.data.ptr, c.data.ptr,
+        out.data.ptr, cupy.cuda.get_current_stream().ptr)
     return True
 
 
-class _Kept:
-    """One operand signature's call, kept: its plan, output shape and the matmul's ctypes
-    arguments, so that a call of a known signature sets five pointers and launches
-    (:func:`linear_kept`)."""
-
-    __slots__ = ("args", "bias", "bias_ref", "desc", "dev", "dtype", "handle", "matmul",
-                 "out_shape", "ptrs", "set_attr", "work")
-
-    def __init__(self, plan, dev, dtype, out_shape, residual: bool):
-        lib = _library()
-        handle, work = _handle(dev)
-        vp = ctypes.c_void_p
-        self.dev, self.dtype, self.out_shape, self.desc = dev, dtype, out_shape, plan.desc
-        self.handle, self.matmul, self.work = handle, lib.cublasLtMatmul, work
-        self.set_attr = lib.cublasLtMatmulDescSetAttribute
-        self.bias = vp(0)
-        self.bias_ref = ctypes.byref(self.bias)
-        alpha, beta = plan.scalar(1.0), plan.scalar(1.0 if residual else 0.0)
-        # w, x, C, D, stream: the pointers a call sets
-        self.ptrs = w, x, c, d, stream = vp(0), vp(0), vp(0), vp(0), vp(0)
-        self.args = (handle, plan.desc, ctypes.byref(alpha), w, plan.a, x, plan.b,
-                     ctypes.byref(beta), c, plan.c, d, plan.c, ctypes.byref(plan.algo.algo),
-                     vp(work.data.ptr), WORKSPACE_BYTES, stream, alpha, beta)
-
-
 def _keep(x, w, bias, residual, dev):
-    """The :class:`_Kept` of these operands' signature, or False where :func:`linear_lt`
-    would not take them (layout, dtype, an empty product, no algorithm)."""
+    """``(call, output shape, dtype)`` for these operands' signature, or False where
+    :func:`linear_lt` would not take them (layout, dtype, an empty product, no
+    algorithm)."""
     name = x.dtype.name
     if name not in _TYPES or name == "float64" or x.size == 0 or w.ndim != 2:
         return False
@@ -262,8 +274,9 @@ def _keep(x, w, bias, residual, dev):
                                  or not residual.flags.c_contiguous):
         return False
     plan = _plan(dev, name, x.size // k, n, k, bias is not None)
-    return False if plan is None else _Kept(plan, dev, x.dtype, out_shape,
-                                            residual is not None)
+    if plan is None:
+        return False
+    return _call(plan, dev, residual is not None), out_shape, x.dtype
 
 
 def linear_kept(x, w, bias, residual):
@@ -294,20 +307,12 @@ def linear_kept(x, w, bias, residual):
     if (x.data.ptr | w.data.ptr | c.data.ptr) & 255 or (
             bias is not None and bias.data.ptr & 15):
         return None
-    out = _kernels.empty(kept.out_shape, kept.dtype)
+    call, out_shape, dtype = kept
+    out = _kernels.empty(out_shape, dtype)
     d = out.data.ptr
     if d & 255:  # (CuPy's pool hands out 512-byte aligned blocks)
         return None
-    stream = cupy.cuda.get_current_stream().ptr
-    wp, xp_, cp_, dp, sp = kept.ptrs
-    args = kept.args
-    with _lock:  # the pointers, and the bias's in the shared descriptor, are shared
-        wp.value, xp_.value, dp.value = w.data.ptr, x.data.ptr, d
-        cp_.value = d if residual is None else residual.data.ptr
-        sp.value = stream
-        if bias is not None:
-            kept.bias.value = bias.data.ptr
-            _ok(kept.set_attr(kept.desc, _E["CUBLASLT_MATMUL_DESC_BIAS_POINTER"],
-                              kept.bias_ref, 8), "CUBLASLT_MATMUL_DESC_BIAS_POINTER")
-        _ok(kept.matmul(*args[:16]), "cublasLtMatmul")
+    call.launch(w.data.ptr, x.data.ptr, None if bias is None else bias.data.ptr,
+                d if residual is None else residual.data.ptr, d,
+                cupy.cuda.get_current_stream().ptr)
     return out
