@@ -447,10 +447,10 @@ class PlainCG(FusedCG):
         not write the pinned words, they are copied (and later reads copy)."""
         w, cupy = self._w, _cupy()
         flag, seq = w.flag, w.seq.value
-        if PlainCG.polling and flag[0] != seq:
+        if PlainCG.polling:
             end = time.perf_counter() + POLL_S
             while flag[0] != seq and time.perf_counter() < end:
-                pass
+                continue  # (spins: a short launch's words arrive within microseconds)
         if flag[0] != seq:
             stream = cupy.cuda.get_current_stream()
             # sync: a launch longer than the poll (its error, if it failed, raised here).

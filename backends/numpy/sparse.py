@@ -171,8 +171,7 @@ class Stencil:
     says why), reading the stencil rows' values without their column indices.
 
     The runs of consecutive stencil rows come from the values and the stencil; every other
-    row (an edge, a missing or stored-zero-free gap, unsorted or repeated columns) from the
-    CSR loop. The matrix's arrays are read again by each product: they must not change
+    row (an edge, a missing entry, unsorted or repeated columns) from the CSR loop. The matrix's arrays are read again by each product: they must not change
     while this is used (one solve's products)."""
 
     __slots__ = ("data_at", "f64", "i64", "keep", "mod", "n", "nd", "off_at", "parts",
@@ -187,26 +186,27 @@ class Stencil:
         self.off_at, self.data_at = off.ctypes.data, data.ctypes.data
         self.rest, self.rest_at = rest.shape[0], rest.ctypes.data
         self.ptrs = (indptr.ctypes.data, indices.ctypes.data, data.ctypes.data)
-        # the runs in one part, or cut in two of about equal rows for the pool
-        nt, at, count = _threads.threads(), runs.ctypes.data, runs.shape[0]
-        if count > 1 and nt > 1 and n * self.nd >= SPMV_PARALLEL_MIN:
+        # the runs (address, count) in one part, or cut in two of about equal rows for the
+        # pool; empty parts left out
+        at, count = runs.ctypes.data, runs.shape[0]
+        parts = [(at, count)]
+        if count > 1 and _threads.threads() > 1 and n * self.nd >= SPMV_PARALLEL_MIN:
             rows = np.cumsum(runs[:, 1] - runs[:, 0])
             cut = int(np.searchsorted(rows, rows[-1] // 2)) + 1
-            self.parts = [(at, cut), (at + 24 * cut, count - cut)]
-        else:
-            self.parts = [(at, count)]
+            parts = [(at, cut), (at + 24 * cut, count - cut)]
+        self.parts = [p for p in parts if p[1]]
 
     def into(self, x, y):
         """``y = A @ x`` (``x``, ``y``: contiguous vectors of n elements, A's dtype)."""
         mod, n, nd, off, data, f64 = (self.mod, self.n, self.nd, self.off_at, self.data_at,
                                       self.f64)
-        if len(self.parts) > 1:
-            def part(at, count):
-                mod.runs(n, count, at, nd, off, data, x, y, f64)
+        def part(at, count):
+            mod.runs(n, count, at, nd, off, data, x, y, f64)
 
-            _threads.run_parts(part, [p for p in self.parts if p[1]])
-        elif self.parts[0][1]:
-            mod.runs(n, self.parts[0][1], self.parts[0][0], nd, off, data, x, y, f64)
+        if len(self.parts) > 1:
+            _threads.run_parts(part, self.parts)
+        elif self.parts:
+            part(*self.parts[0])
         if self.rest:
             mod.csr(n, self.rest, self.rest_at, *self.ptrs, x, y, self.i64, f64)
         return y
@@ -217,9 +217,8 @@ def stencil(data, indices, indptr, shape) -> Stencil | None:
     module, no SciPy (whose sums it repeats; the reference sums otherwise), not square,
     not float32/float64 data, index arrays not both int32 or both int64, an empty matrix,
     a stencil (the columns of the fullest of 3 x 64 rows spread over the matrix, less the
-    row) of more than
-    :data:`STENCIL_MAXD` entries, or more than :data:`STENCIL_MARKED_MAX` of the rows off
-    it. One pass over the row starts and column indices (less than a product)."""
+    row) of more than :data:`STENCIL_MAXD` entries, or more than
+    :data:`STENCIL_MARKED_MAX` of the rows off it. One pass over the row starts and column indices (less than a product)."""
     mod = _stencil_c()
     m, n = shape
     routines = _routines if _routines else _scipy_routines()
