@@ -1,5 +1,5 @@
 """The compiled parts of tessera_array: the Array object's short paths, and the NumPy
-backend's stencil products and attention, in C.
+backend's stencil products, dense CG loop and attention, in C.
 
 Everything else is in pyproject.toml. Both extensions are optional: without a C compiler
 or Python's headers the build goes on and the pure Python paths are used (same behaviour,
@@ -24,6 +24,13 @@ setup(
             "tessera_array.backends.numpy._stencil_c",
             ["backends/numpy/_stencil_c.c"],
             # no fused multiply-adds: the sums must be csr_matvec's, bit for bit
+            extra_compile_args=_O3 + ([] if sys.platform == "win32" else ["-ffp-contract=off"]),
+            optional=True,
+        ),
+        Extension(
+            "tessera_array.backends.numpy._cg_c",
+            ["backends/numpy/_cg_c.c"],
+            # no fused multiply-adds: the updates must round as NumPy's two ufuncs do
             extra_compile_args=_O3 + ([] if sys.platform == "win32" else ["-ffp-contract=off"]),
             optional=True,
         ),

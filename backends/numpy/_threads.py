@@ -38,8 +38,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["DOT_MIN_BYTES", "MAX_THREADS", "blas_api", "blas_dot", "blas_gemm", "blas_one_thread",
-           "blas_parts", "pool", "run_parts", "split", "threads"]
+__all__ = ["DOT_MIN_BYTES", "MAX_THREADS", "blas_api", "blas_dot", "blas_gemm", "blas_gemv_dot",
+           "blas_one_thread", "blas_parts", "pool", "run_parts", "split", "threads"]
 
 MAX_THREADS = 16
 _POOL = None
@@ -144,14 +144,14 @@ def _openblas_paths() -> list:
                   + glob.glob(os.path.join(base, ".dylibs", "*openblas*")))
 
 
-def blas_gemm():
-    """``(sgemm, dgemm, int64)``: the addresses of ``cblas_sgemm``/``cblas_dgemm`` in the
-    OpenBLAS that :func:`blas_api` found, and whether its integers are 64-bit; None where
-    there is no such OpenBLAS (its thread hold is part of the deal: a caller of these
-    must hold it at one thread) or the symbols are not there."""
+def _cblas(names: tuple, key: str):
+    """``(addresses..., int64)``: the addresses of the CBLAS routines ``names`` (``"sgemm"``,
+    ...) in the OpenBLAS that :func:`blas_api` found, and whether its integers are 64-bit;
+    None where there is no such OpenBLAS or a symbol is missing (found once, kept under
+    ``key``)."""
     if not blas_api():
         return None
-    got = _BLAS_STATE.get("gemm")
+    got = _BLAS_STATE.get(key)
     if got is not None:
         return got or None
     import ctypes
@@ -165,19 +165,32 @@ def blas_gemm():
     if cpre == "cblas_":
         conf = getattr(lib, "openblas_get_config", None)
         if conf is None:
-            _BLAS_STATE["gemm"] = False
+            _BLAS_STATE[key] = False
             return None
         conf.restype = ctypes.c_char_p
         int64 = b"USE64BITINT" in (conf() or b"")
     try:
-        s = ctypes.cast(getattr(lib, f"{cpre}sgemm{suf}"), ctypes.c_void_p).value
-        d = ctypes.cast(getattr(lib, f"{cpre}dgemm{suf}"), ctypes.c_void_p).value
+        got = tuple(ctypes.cast(getattr(lib, f"{cpre}{name}{suf}"), ctypes.c_void_p).value
+                    for name in names) + (int64,)
     except AttributeError:
-        _BLAS_STATE["gemm"] = False
-        return None
-    got = (s, d, int64)
-    _BLAS_STATE["gemm"] = got
-    return got
+        got = False
+    _BLAS_STATE[key] = got
+    return got or None
+
+
+def blas_gemm():
+    """``(sgemm, dgemm, int64)``: the addresses of ``cblas_sgemm``/``cblas_dgemm`` in the
+    OpenBLAS that :func:`blas_api` found, and whether its integers are 64-bit; None where
+    there is no such OpenBLAS (its thread hold is part of the deal: a caller of these
+    must hold it at one thread) or the symbols are not there."""
+    return _cblas(("sgemm", "dgemm"), "gemm")
+
+
+def blas_gemv_dot():
+    """``(sgemv, dgemv, sdot, ddot, int64)``: the addresses of those CBLAS routines in the
+    OpenBLAS that :func:`blas_api` found (NumPy's own: its matmul and dot call them), and
+    whether its integers are 64-bit; None where there is none."""
+    return _cblas(("sgemv", "dgemv", "sdot", "ddot"), "gemv_dot")
 
 
 class blas_one_thread:

@@ -11,7 +11,9 @@ long vectors), ``axpy``/``aypx`` (NumPy's two-step rounding, the pool for long
 vectors) and, for a stored matrix, the ``spmv``/``matvec`` of the NumPy backend called
 directly (every variant name is the same routine here). So the iterates are the generic
 loop's, and SciPy's, bit for bit: the same operations on the same values in the same
-order. Measured (2-core EPYC, NumPy SIMD found X86_V4; ``python -m benchmarks --suite
+order. A real unpreconditioned system with a C-contiguous float32/float64 matrix runs its
+iterations in one C loop (``_cg_c.c``: the same BLAS calls and roundings), checked once per
+dtype against this module's Python loop before it is taken. Measured (2-core EPYC, NumPy SIMD found X86_V4; ``python -m benchmarks --suite
 krylov``; tessera / SciPy per call of 10 iterations): see benchmarks/NOTES.md, "The
 NumPy backend's fused CG".
 
@@ -114,25 +116,81 @@ def _product(op, dtype, n, what, products=0):
     return call
 
 
+_CG_C = []  # [the _cg_c module, or None], set on first use
+_DENSE_LOOP: dict = {}  # dtype char -> the C loop's BLAS arguments, or False (checked once)
+
+
+def _cg_c():
+    """The compiled dense loop (``_cg_c.c``), or None where it was not built."""
+    if not _CG_C:
+        try:
+            from . import _cg_c as mod
+        except ImportError:
+            mod = None
+        _CG_C.append(mod)
+    return _CG_C[0]
+
+
+def _dense_loop(dtype):
+    """``(module, (real64, blas64, gemv, dot))`` for cg's C loop on a dense ``dtype``
+    (float32/float64) system, or None: no extension, no NumPy OpenBLAS, or a first solve
+    of random systems (a gemv NumPy threads and one it does not) whose x, r and norms were
+    not the Python loop's bit for bit. Checked once per dtype."""
+    got = _DENSE_LOOP.get(dtype.char)
+    if got is None:
+        got = _DENSE_LOOP[dtype.char] = _check_dense_loop(dtype) or False
+    return got or None
+
+
+def _check_dense_loop(dtype):
+    mod, blas = _cg_c(), _threads.blas_gemv_dot()
+    if mod is None or blas is None:
+        return None
+    sgemv, dgemv, sdot, ddot, int64 = blas
+    f64 = dtype == np.float64
+    got = (mod, (f64, int64, dgemv if f64 else sgemv, ddot if f64 else sdot))
+    rng = np.random.default_rng(0xC6C)
+    for n in (37, 130):  # (130^2 > 9216: NumPy's OpenBLAS threads that gemv)
+        g = rng.standard_normal((n, n))
+        a = (g @ g.T / n + 0.01 * np.eye(n)).astype(dtype)
+        b = rng.standard_normal(n).astype(dtype)
+        op = _fused_types()[2](lambda v, a=a: a @ v, "dense", (a,), None)
+        ends = []
+        for loop in (None, got):
+            x, r = np.zeros(n, dtype), b.copy()
+            solve = HostCG(x, r, np.empty(n, dtype), op, None, 0.0, 8, loop=loop)
+            norms = solve.run(5).residual_norms + solve.run(5).residual_norms
+            ends.append((x.tobytes(), r.tobytes(), norms))
+        if ends[0] != ends[1]:
+            return None
+    return got
+
+
 _FUSED_TYPES = None
 
 
 def _fused_types():
-    """``(CGReport, CGStatus)`` of the contract (imported on the first run: the front end's
-    module, loaded after the backends)."""
+    """``(CGReport, CGStatus, FusedOperand)`` of the contract (imported on the first run:
+    the front end's module, loaded after the backends)."""
     global _FUSED_TYPES
     if _FUSED_TYPES is None:
-        from tessera_array.sparse.linalg._fused import CGReport, CGStatus
+        from tessera_array.sparse.linalg._fused import CGReport, CGStatus, FusedOperand
 
-        _FUSED_TYPES = (CGReport, CGStatus)
+        _FUSED_TYPES = (CGReport, CGStatus, FusedOperand)
     return _FUSED_TYPES
+
+
+_AUTO = object()
 
 
 class HostCG:
     """One CG solve on ndarrays (see the module docstring); ``run(k)`` takes up to ``k``
-    iterations and returns their CGReport."""
+    iterations and returns their CGReport. A real unpreconditioned system with a
+    C-contiguous float32/float64 matrix runs its iterations in C (``_cg_c.c``: the same
+    calls and roundings, so the same bits); ``loop`` (tests) forces the Python loop (None)
+    or the C loop's arguments."""
 
-    def __init__(self, x, r, p, A, M, atol, maxiter):
+    def __init__(self, x, r, p, A, M, atol, maxiter, *, loop=_AUTO):
         check_solve(x, r, p, A, M, atol, maxiter, native="numpy.ndarray",
                     is_native=_is_native, layout=_layout, dtypes=_FLOATING,
                     kind="floating")
@@ -141,18 +199,72 @@ class HostCG:
         self.atol = float(atol)
         self.maxiter = int(maxiter)
         self.cplx = r.dtype.kind == "c"
-        self.matvec = _product(A, r.dtype, n, "q = A p", self.maxiter)
-        self.psolve = None if M is None else _product(M, r.dtype, n, "z = M r", self.maxiter)
+        if loop is _AUTO:
+            loop = _dense_loop(r.dtype) if self._dense_in_c(A, M, n, r.dtype) else None
+        self.loop = loop
+        if loop is not None:
+            self.a, self.q = A.arrays[0], np.empty(n, dtype=r.dtype)
+        else:
+            self.matvec = _product(A, r.dtype, n, "q = A p", self.maxiter)
+            self.psolve = None if M is None else _product(M, r.dtype, n, "z = M r",
+                                                          self.maxiter)
         # ||r|| in the generic loops' order, where the plain r . r does not give it
         self._norm = _norm_for(n, r.dtype) if self.cplx or M is not None else None
         self.done = 0  # steps taken (tests passed)
         self.rho_prev = self.pq = None
         self.finished = False
 
+    @staticmethod
+    def _dense_in_c(A, M, n, dtype) -> bool:
+        """Whether the C loop could take this system (its BLAS checked apart): real
+        float32/float64, no M, a C-contiguous n x n matrix of the dtype, and vectors whose
+        dots NumPy's BLAS computes (shorter than the pool's, ``_real_dot``)."""
+        if M is not None or A.kind != "dense" or dtype.char not in "fd":
+            return False
+        a = A.arrays[0]
+        return (a.dtype == dtype and a.shape == (n, n) and a.flags.c_contiguous
+                and n * dtype.itemsize < _threads.DOT_MIN_BYTES)
+
     def run(self, k: int):
         """Up to ``k`` iterations: the generic loop's tests and steps on the ndarrays."""
-        CGReport, CGStatus = _fused_types()
+        CGReport, CGStatus = _fused_types()[:2]
         check_k(k, self.finished)
+        steps = min(int(k), self.maxiter - self.done)
+        if self.loop is not None:
+            stopped, status, its, norms = self._c_steps(steps)
+        else:
+            stopped, status, its, norms = self._py_steps(steps)
+        if not stopped:
+            status = CGStatus.RUNNING
+            pq = self.pq
+            if self.done == self.maxiter and pq is not None:  # the final check
+                pqf = float(pq.real)
+                if not pqf > 0:
+                    status = CGStatus.INDEFINITE if pqf <= 0 else CGStatus.NONFINITE
+                    its = self.maxiter - 1
+                else:
+                    status, its = CGStatus.MAXITER, self.maxiter
+            elif self.done == self.maxiter:  # maxiter = 0
+                status, its = CGStatus.MAXITER, 0
+        if status is CGStatus.RUNNING:
+            its = self.done
+        else:
+            self.finished = True
+        return CGReport(status, its, tuple(norms))
+
+    def _c_steps(self, steps: int):
+        """``(stopped, status, its, norms)`` of up to ``steps`` iterations in C."""
+        mod, args = self.loop
+        pq, rho = self.pq, self.rho_prev
+        stopped, status, its, done, norms, pq, rho = mod.steps(
+            *args, self.r.shape[0], self.a, self.x, self.r, self.p, self.q, steps, self.atol,
+            self.done, pq is not None, 0.0 if pq is None else pq, 0.0 if rho is None else rho)
+        self.done, self.pq, self.rho_prev = done, pq, rho
+        return stopped, _fused_types()[1](status) if stopped else None, its, norms
+
+    def _py_steps(self, steps: int):
+        """``(stopped, status, its, norms)`` of up to ``steps`` iterations in Python."""
+        CGStatus = _fused_types()[1]
         x, r, p = self.x, self.r, self.p
         axpy, aypx = _mv.axpy, _mv.aypx
         matvec, psolve, atol = self.matvec, self.psolve, self.atol
@@ -161,9 +273,7 @@ class HostCG:
         rho_prev, pq = self.rho_prev, self.pq
         pqf = None if pq is None else float(pq.real)
         norms = []
-        status = CGStatus.RUNNING
-        its = None
-        steps = min(int(k), self.maxiter - self.done)
+        stopped, status, its = False, None, None
         for _ in range(steps):
             i = self.done
             if plain:
@@ -176,13 +286,13 @@ class HostCG:
             if pq is not None and not pqf > 0:  # the last step's p^H A p <= 0 (or NaN)
                 bad = math.isfinite(rnorm) and pqf <= 0
                 status = CGStatus.INDEFINITE if bad else CGStatus.NONFINITE
-                its = i - 1
+                stopped, its = True, i - 1
                 break
             if rnorm < atol:
-                status, its = CGStatus.CONVERGED, i
+                stopped, status, its = True, CGStatus.CONVERGED, i
                 break
             if not math.isfinite(rnorm):
-                status, its = CGStatus.NONFINITE, i
+                stopped, status, its = True, CGStatus.NONFINITE, i
                 break
             if not plain:
                 z = r if psolve is None else psolve(r)
@@ -200,21 +310,8 @@ class HostCG:
             axpy(alpha, q, r, True)  # r -= alpha q
             rho_prev = rho
             self.done = i + 1
-        else:
-            if self.done == self.maxiter and pq is not None:  # the final check
-                if not pqf > 0:
-                    status = CGStatus.INDEFINITE if pqf <= 0 else CGStatus.NONFINITE
-                    its = self.maxiter - 1
-                else:
-                    status, its = CGStatus.MAXITER, self.maxiter
-            elif self.done == self.maxiter:  # maxiter = 0
-                status, its = CGStatus.MAXITER, 0
         self.rho_prev, self.pq = rho_prev, pq
-        if status is CGStatus.RUNNING:
-            its = self.done
-        else:
-            self.finished = True
-        return CGReport(status, its, tuple(norms))
+        return stopped, status, its, norms
 
 
 def cg_fused(x, r, p, A, M, atol, maxiter) -> HostCG:

@@ -1,0 +1,203 @@
+"""cg on a dense matrix in one C loop (``backends/numpy/_cg_c.c``, taken by HostCG in
+``backends/numpy/cg.py``): SciPy's iterates bit for bit.
+
+Checked here: the loop is the path ``cg(A, b)`` takes for a dense float32/float64 system on
+the NumPy backend; x, info and the residual norms equal SciPy's cg and the Python loop's
+bit for bit (sizes NumPy's OpenBLAS threads and sizes it does not; maxiter 1 to a whole
+solve); runs of any k give the same bits; the stopping codes (converged, indefinite,
+non-finite) are the Python loop's; the builds for x86-64-v3 and the baseline give the same
+bits; a loop whose first solve differs from the Python loop's is not taken; what the loop
+does not take (an F-ordered matrix, M, complex) goes to the Python loop; bad buffers are
+refused with the function's name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse.linalg as sla
+from _cbuild import ISAS, REQUIRED, build_variant
+from tessera_array.backends.numpy import cg as hcg
+
+import tessera_array as xp
+from tessera_array.sparse import linalg as tla
+from tessera_array.sparse.linalg._fused import CGStatus, FusedOperand
+
+DTYPES = (np.float64, np.float32)
+
+
+def _loop_or_skip(dtype):
+    """The C loop's arguments for ``dtype``: a skip where the extension or NumPy's OpenBLAS
+    is missing, a failure under TESSERA_REQUIRE_COMPILED=1 where the extension is."""
+    if hcg._cg_c() is None:
+        why = "the _cg_c extension is not built (no C compiler at install)"
+        if REQUIRED:
+            pytest.fail(f"TESSERA_REQUIRE_COMPILED=1: {why}")
+        pytest.skip(why)
+    loop = hcg._dense_loop(np.dtype(dtype))
+    if loop is None:
+        if hcg._threads.blas_gemv_dot() is None:
+            pytest.skip("NumPy's BLAS is not a pthreads OpenBLAS whose CBLAS can be found")
+        pytest.fail(f"the C loop's first solve differed from the Python loop's ({dtype})")
+    return loop
+
+
+def _spd(n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((n, n))
+    a = g @ g.T / n
+    a[range(n), range(n)] += 1e-2
+    return a.astype(dtype), rng.standard_normal(n).astype(dtype)
+
+
+def _solve(a, b, loop, runs, atol=0.0, maxiter=None):
+    """HostCG over ``a`` with the given loop (None: Python), run in pieces of ``runs``
+    (cycled) until it finishes: (x, r, statuses, its, norms)."""
+    n = b.shape[0]
+    x, r = np.zeros(n, a.dtype), b.copy()
+    op = FusedOperand(lambda v: a @ v, "dense", (a,), None)
+    solve = hcg.HostCG(x, r, np.full(n, np.nan, a.dtype), op, None, atol,
+                       10 * n if maxiter is None else maxiter, loop=loop)
+    norms, statuses, i = [], [], 0
+    while True:
+        rep = solve.run(runs[i % len(runs)])
+        i += 1
+        norms.extend(rep.residual_norms)
+        statuses.append(rep.status)
+        if rep.status is not CGStatus.RUNNING:
+            return x, r, statuses, rep.iterations, norms
+
+
+def _same(c, p):
+    """Two :func:`_solve` results hold the same bits (NaN norms included)."""
+    assert c[0].tobytes() == p[0].tobytes() and c[1].tobytes() == p[1].tobytes()
+    assert c[2:4] == p[2:4]
+    assert np.array(c[4]).tobytes() == np.array(p[4]).tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cg_takes_the_loop_and_gives_scipys_bits(dtype, monkeypatch):
+    loop = _loop_or_skip(dtype)
+    taken = []
+    real = hcg.HostCG._c_steps
+
+    def spy(self, steps):
+        taken.append(steps)
+        return real(self, steps)
+
+    monkeypatch.setattr(hcg.HostCG, "_c_steps", spy)
+    for n in (1, 2, 37, 300, 700):  # (NumPy's OpenBLAS threads the gemv of 300 and 700)
+        a, b = _spd(n, dtype, seed=n)
+        A, B = xp.asarray(a), xp.asarray(b)
+        for maxiter in (1, 3, 10, 50, None):
+            taken.clear()
+            want = sla.cg(a, b, rtol=1e-6, maxiter=maxiter)
+            got = tla.cg(A, B, rtol=1e-6, maxiter=maxiter)
+            assert taken, (n, maxiter)
+            assert got[1] == want[1], (n, maxiter)
+            assert np.asarray(got[0]).tobytes() == want[0].tobytes(), (n, maxiter)
+    assert loop[1][0] == (dtype == np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("runs", [(1,), (4,), (3, 1, 7), (1000,)])
+def test_runs_of_any_k_are_the_python_loops_bits(dtype, runs):
+    loop = _loop_or_skip(dtype)
+    a, b = _spd(150, dtype, seed=1)
+    for maxiter, atol in ((1, 0.0), (13, 0.0), (None, 1e-4 * float(np.linalg.norm(b)))):
+        c = _solve(a, b, loop, runs, atol, maxiter)
+        _same(c, _solve(a, b, None, runs, atol, maxiter))
+        assert c[2][-1] is (CGStatus.CONVERGED if atol else CGStatus.MAXITER)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stopping_codes_are_the_python_loops(dtype):
+    loop = _loop_or_skip(dtype)
+    n = 40
+    rng = np.random.default_rng(5)
+    indefinite = np.diag(np.linspace(-1, 2, n)).astype(dtype)
+    nan = _spd(n, dtype)[0]
+    nan[3, 7] = np.nan
+    b = rng.standard_normal(n).astype(dtype)
+    for a, code in ((indefinite, CGStatus.INDEFINITE), (nan, CGStatus.NONFINITE)):
+        for runs in ((1,), (50,)):
+            c = _solve(a, b, loop, runs)
+            _same(c, _solve(a, b, None, runs))
+            assert c[2][-1] is code
+    zero = np.zeros(n, dtype)  # (r = 0 at the first test: converged at 0 iterations)
+    c = _solve(_spd(n, dtype)[0], zero, loop, (5,), atol=1e-30)
+    assert c[2] == [CGStatus.CONVERGED] and c[3] == 0 and c[4] == [0.0]
+
+
+@pytest.mark.parametrize("arch", sorted(ISAS))
+def test_each_instruction_set_gives_the_same_bits(monkeypatch, tmp_path, arch):
+    """The loop built for x86-64-v3 and for the baseline: no contraction into FMAs, so the
+    same bits as the Python loop."""
+    _loop_or_skip(np.float64)
+    mod = build_variant("_cg_c", arch, tmp_path, extra=("-ffp-contract=off",))
+    monkeypatch.setattr(hcg, "_CG_C", [mod])
+    monkeypatch.setattr(hcg, "_DENSE_LOOP", {})
+    for dtype in DTYPES:
+        loop = hcg._dense_loop(np.dtype(dtype))
+        assert loop is not None and loop[0] is mod
+        a, b = _spd(120, dtype, seed=2)
+        _same(_solve(a, b, loop, (6,), maxiter=30), _solve(a, b, None, (6,), maxiter=30))
+
+
+def test_a_loop_that_differs_is_not_taken(monkeypatch):
+    """A build whose first solve differs from the Python loop's (here, one that nudges r)
+    is never taken: cg then runs the Python loop and keeps SciPy's bits."""
+    _loop_or_skip(np.float64)
+    real = hcg._cg_c()
+
+    class Nudged:
+        @staticmethod
+        def steps(*args):
+            out = real.steps(*args)
+            r = args[7]
+            r[0] = np.nextafter(r[0], np.inf)
+            return out
+
+    monkeypatch.setattr(hcg, "_CG_C", [Nudged])
+    monkeypatch.setattr(hcg, "_DENSE_LOOP", {})
+    assert hcg._dense_loop(np.dtype(np.float64)) is None
+    a, b = _spd(60, np.float64, seed=3)
+    want = sla.cg(a, b, maxiter=20)
+    got = tla.cg(xp.asarray(a), xp.asarray(b), maxiter=20)
+    assert np.asarray(got[0]).tobytes() == want[0].tobytes() and got[1] == want[1]
+
+
+def test_what_the_loop_does_not_take_runs_in_python():
+    _loop_or_skip(np.float64)
+    a, b = _spd(30, np.float64, seed=4)
+    n = b.shape[0]
+
+    def solve(a, M=None, dtype=np.float64):
+        v = [np.zeros(n, dtype), b.astype(dtype), np.empty(n, dtype)]
+        return hcg.HostCG(*v, FusedOperand(lambda u: a @ u, "dense", (a,), None), M, 0.0, 5)
+
+    assert solve(a).loop is not None
+    assert solve(np.asfortranarray(a)).loop is None
+    eye = np.eye(n)
+    assert solve(a, FusedOperand(lambda u: eye @ u, "dense", (eye,), None)).loop is None
+    ac = a.astype(np.complex128)
+    assert solve(ac, dtype=np.complex128).loop is None
+    a32 = a.astype(np.float32)  # (a matrix of another dtype than the vectors)
+    assert solve(a32).loop is None
+
+
+def test_bad_buffers_are_refused():
+    mod, args = _loop_or_skip(np.float64)
+    n = 8
+    a = np.eye(n)
+    v = [np.zeros(n) for _ in range(4)]
+    with pytest.raises(ValueError, match=r"_cg_c\.steps: A must hold 64 contiguous"):
+        mod.steps(*args, n, a[:4], *v, 1, 0.0, 0, False, 0.0, 0.0)
+    with pytest.raises(ValueError, match=r"_cg_c\.steps: q must hold 8 contiguous"):
+        mod.steps(*args, n, a, *v[:3], np.zeros(n, np.float32), 1, 0.0, 0, False, 0.0, 0.0)
+    with pytest.raises(ValueError, match=r"_cg_c\.steps: BLAS addresses, n >= 1"):
+        mod.steps(*args, 0, a, *v, 1, 0.0, 0, False, 0.0, 0.0)
+    with pytest.raises(ValueError, match=r"writable|read-only"):
+        ro = np.zeros(n)
+        ro.flags.writeable = False
+        mod.steps(*args, n, a, ro, *v[1:], 1, 0.0, 0, False, 0.0, 0.0)
