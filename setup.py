@@ -28,8 +28,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "tessera_array.backends.numpy._cg_c",
-            ["backends/numpy/_cg_c.c"],
+            "tessera_array.backends.numpy._krylov_c",
+            ["backends/numpy/_krylov_c.c"],
             # no fused multiply-adds: the updates must round as NumPy's two ufuncs do
             extra_compile_args=_O3 + ([] if sys.platform == "win32" else ["-ffp-contract=off"]),
             optional=True,

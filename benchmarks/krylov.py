@@ -34,7 +34,7 @@ _SOURCES = (
     "backends/numpy/sparse.py",
     "backends/numpy/matvec.py",
     "backends/numpy/cg.py",
-    "backends/numpy/_cg_c.c",
+    "backends/numpy/_krylov_c.c",
     "backends/numpy/_stencil_c.c",
     "backends/numpy/krylov.py",
     "backends/numpy/__init__.py",

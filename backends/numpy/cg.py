@@ -12,7 +12,7 @@ vectors) and, for a stored matrix, the ``spmv``/``matvec`` of the NumPy backend 
 directly (every variant name is the same routine here). So the iterates are the generic
 loop's, and SciPy's, bit for bit: the same operations on the same values in the same
 order. A real unpreconditioned system with a C-contiguous float32/float64 matrix runs its
-iterations in one C loop (``_cg_c.c``: the same BLAS calls and roundings), checked once per
+iterations in one C loop (``_krylov_c.c``: the same BLAS calls and roundings), checked once per
 dtype against this module's Python loop before it is taken. Measured (2-core EPYC, NumPy SIMD found X86_V4; ``python -m benchmarks --suite
 krylov``; tessera / SciPy per call of 10 iterations): see benchmarks/NOTES.md, "The
 NumPy backend's fused CG".
@@ -116,19 +116,7 @@ def _product(op, dtype, n, what, products=0):
     return call
 
 
-_CG_C = []  # [the _cg_c module, or None], set on first use
 _DENSE_LOOP: dict = {}  # dtype char -> the C loop's BLAS arguments, or False (checked once)
-
-
-def _cg_c():
-    """The compiled dense loop (``_cg_c.c``), or None where it was not built."""
-    if not _CG_C:
-        try:
-            from . import _cg_c as mod
-        except ImportError:
-            mod = None
-        _CG_C.append(mod)
-    return _CG_C[0]
 
 
 def _dense_loop(dtype):
@@ -143,7 +131,7 @@ def _dense_loop(dtype):
 
 
 def _check_dense_loop(dtype):
-    mod, blas = _cg_c(), _threads.blas_gemv_dot()
+    mod, blas = _mv.krylov_c(), _threads.blas_gemv_dot()
     if mod is None or blas is None:
         return None
     sgemv, dgemv, sdot, ddot, int64 = blas
@@ -186,7 +174,7 @@ _AUTO = object()
 class HostCG:
     """One CG solve on ndarrays (see the module docstring); ``run(k)`` takes up to ``k``
     iterations and returns their CGReport. A real unpreconditioned system with a
-    C-contiguous float32/float64 matrix runs its iterations in C (``_cg_c.c``: the same
+    C-contiguous float32/float64 matrix runs its iterations in C (``_krylov_c.c``: the same
     calls and roundings, so the same bits); ``loop`` (tests) forces the Python loop (None)
     or the C loop's arguments."""
 

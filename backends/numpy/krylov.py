@@ -16,7 +16,10 @@ and a settle, each about 1 us of front-end cost on a 2-core EPYC, more than the
   vectors), as ``ndarray.dot`` below the pool's length (the same value, bit for bit,
   without a 0-d array: :func:`.cg._real_dot`); a complex norm over contiguous copies of
   the real and imaginary parts, as the namespace's ``real`` / ``imag`` make them;
-- ``axpy`` (NumPy's two-step rounding) and ``vecmat``: the registered kernels.
+- ``axpy`` (NumPy's two-step rounding) and ``vecmat``: the registered kernels;
+- ``mgs`` (real float32/float64 vectors shorter than the pool's dots): a column's whole
+  modified Gram-Schmidt in one C call (``_krylov_c.c``: the same BLAS dots and updates),
+  where cg's dense loop's first solve found those calls equal NumPy's (:func:`.cg._dense_loop`).
 
 So the iterates are the generic loop's bit for bit (and, as its are, SciPy's). Both
 ``products`` settings are the host BLAS's order here, so ``blas`` is always met.
@@ -28,10 +31,11 @@ import numpy as np
 
 from tessera_array import _dtypes
 
+from . import _threads
 from . import matvec as _mv
 from . import sparse as _sp
 from ._namespace import vecdot as _vecdot
-from .cg import _norm_for, _real_dot
+from .cg import _dense_loop, _norm_for, _real_dot
 
 __all__ = ["HostVectors", "krylov_vectors", "register"]
 
@@ -79,6 +83,20 @@ class HostVectors:
         cplx = dt.kind == "c"
         self.dot = _vecdot if cplx else _real_dot(n, dt)
         self.norm = _norm_for(n, dt)
+        loop = (_dense_loop(dt) if dt.char in "fd" and n * dt.itemsize < _threads.DOT_MIN_BYTES
+                else None)
+        if loop is not None:
+            mod, (f64, i64, _, dot) = loop
+            c_mgs = mod.mgs
+
+            def mgs(V, w, count, owned):
+                """The loop's modified Gram-Schmidt of ``w`` against rows ``0 .. count-1``
+                (the contract's optional ``mgs``): ``(h, w)``."""
+                if not owned:
+                    w = w.copy()
+                return c_mgs(f64, i64, dot, n, V.V, w, count), w
+
+            self.mgs = mgs
 
     def expect(self, products: int) -> None:
         """The most products of A (and M) the solve may take: a CSR stencil's runs where

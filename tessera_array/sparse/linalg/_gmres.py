@@ -283,6 +283,7 @@ def _gmres_loop(vec, b, x, nonzero, owned, restart, maxiter, atol, bnrm2, eps, c
     the Array a callback is given for vector ``v``."""
     matvec, psolve, dot, norm, axpy, settle = (vec.matvec, vec.psolve, vec.dot, vec.norm,
                                                vec.axpy, vec.settle)
+    mgs = None if cplx else getattr(vec, "mgs", None)
     eps = float(eps)
     # (a norm of a vector whose norm is known is not taken again: M b is b without M,
     # r is b from x = 0, and M r is r; the same value, one product and sync fewer)
@@ -325,15 +326,18 @@ def _gmres_loop(vec, b, x, nonzero, owned, restart, maxiter, atol, bnrm2, eps, c
                 nonfinite = True
                 break
             hcol = h[col]
-            for k in range(col + 1):  # modified Gram-Schmidt
-                vk = V.row(k)
-                t = dot(vk, w)
-                hcol[k] = complex(t) if cplx else float(t)  # sync
-                if owned or k > 0:
-                    w = axpy(t, vk, w, True)  # w -= t * vk
-                else:
-                    w = w - t * vk
-                w, = settle(w)
+            if mgs is not None:  # (the steps below in one call)
+                hcol[:col + 1], w = mgs(V, w, col + 1, owned)
+            else:
+                for k in range(col + 1):  # modified Gram-Schmidt
+                    vk = V.row(k)
+                    t = dot(vk, w)
+                    hcol[k] = complex(t) if cplx else float(t)  # sync
+                    if owned or k > 0:
+                        w = axpy(t, vk, w, True)  # w -= t * vk
+                    else:
+                        w = w - t * vk
+                    w, = settle(w)
             h1 = norm(w)  # sync
             hcol[col + 1] = h1
             if h1 <= eps * h0:

@@ -89,6 +89,11 @@ class KrylovVectors(Protocol):
     # Optional: ``expect(products)``, the most products of A (and of M) the solve may take
     # (maxiter * (restart + 1)), called once before the loop's first product where the
     # realisation has it (the NumPy backend's: whether a CSR stencil's set-up pays).
+    # Optional: ``mgs(V, w, count, owned) -> (h, w)``, a column's modified Gram-Schmidt
+    # in one call: for k = 0 .. count-1, ``h[k] = float(dot(V.row(k), w))`` and then
+    # ``w -= h_k V.row(k)`` as ``axpy`` with the dot's own value (real vectors only); ``w``
+    # updated in place where ``owned``, else a new vector; the same values as the loop's
+    # own steps (the NumPy backend's: one C call a column).
 
 
 class KrylovVectorsLauncher(Protocol):

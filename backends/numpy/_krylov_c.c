@@ -1,9 +1,18 @@
-/* tessera_array.backends.numpy._cg_c: cg's iterations on a dense matrix in one C loop, for
- * the NumPy backend's fused CG (backends/numpy/cg.py, HostCG) on a real, unpreconditioned
- * system with a C-contiguous float32 or float64 matrix.
+/* tessera_array.backends.numpy._krylov_c: the NumPy backend's Krylov solvers' vector
+ * updates, gmres's modified Gram-Schmidt, and cg's iterations on a dense matrix in one C
+ * loop.
  *
- * What it computes. ``steps`` takes up to k iterations of HostCG's loop (the same tests in
- * the same order, the same status codes and iteration counts) with the GIL released:
+ * ``update`` (backends/numpy/matvec.py: axpy, aypx): y += a x, y -= a x or y = a y + x over
+ * [lo, hi) of two float32/float64 vectors, with the GIL released, rounded as NumPy's two
+ * ufuncs round them (the product, then the sum): one pass over the vectors where NumPy
+ * makes two (and a temporary or a scratch block).
+ *
+ * ``mgs`` (backends/numpy/krylov.py): gmres's modified Gram-Schmidt of w against the
+ * basis rows, h_k = v_k . w then w -= h_k v_k in turn: the loop's dots and updates.
+ *
+ * ``steps`` (backends/numpy/cg.py, HostCG): up to k iterations of HostCG's loop on a real,
+ * unpreconditioned system with a C-contiguous float32 or float64 matrix (the same tests in
+ * the same order, the same status codes and iteration counts), with the GIL released:
  *
  *     rho = r . r; ||r|| = sqrt(rho) in double; the stopping tests;
  *     p = r + (rho / rho_prev) p;  q = A p;  pq = p . q;  alpha = rho / pq;
@@ -16,14 +25,17 @@
  * sum, then widened and narrowed again by NumPy: the same value), at addresses the caller
  * reads from NumPy's OpenBLAS and checks against NumPy on random data before using them
  * (cg.py). The scalars are divided in the vectors' dtype, as NumPy's scalars of that
- * dtype divide; the vector updates round the product, then the sum, as NumPy's two
- * ufuncs do (``y *= beta; y += z`` and ``y += alpha * x``): no fused multiply-adds
- * (-ffp-contract=off, set by setup.py and by the pragma below).
+ * dtype divide; every update rounds the product, then the sum, as NumPy's two ufuncs do
+ * (``y *= beta; y += z`` and ``y += alpha * x``): no fused multiply-adds
+ * (-ffp-contract=off, set by setup.py and by the pragma below), so the bits are the same
+ * on each instruction set the update loops are compiled for (x86-64-v4, v3 and the
+ * baseline, picked when the module loads; -DTESSERA_NO_CLONES compiles one, for the
+ * -march given: tests/test_krylov_c.py builds v3 and the baseline so).
  *
  * Why. On a dense system of 513 the gemv is ~30 us of an iteration and the rest of
  * HostCG's Python iteration (five NumPy calls, the tests, the scalars) 10-15 us more;
- * here the rest is under a microsecond (benchmarks/NOTES.md, "cg on a dense matrix in
- * C").
+ * here the rest is under a microsecond. gmres's modified Gram-Schmidt is an axpy per
+ * basis vector (benchmarks/NOTES.md, "The Krylov updates in C").
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -36,6 +48,44 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=off")
 #endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(TESSERA_NO_CLONES)
+#define TESSERA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", \
+                                                    "default")))
+#else
+#define TESSERA_CLONES
+#endif
+
+/* ---- the updates ------------------------------------------------------------------------ */
+
+enum { AXPY = 0, AXMY = 1, AYPX = 2 }; /* y += a x; y -= a x; y = a y + x */
+
+#define UPDATE(NAME, T)                                                                    \
+    static void TESSERA_CLONES NAME(int kind, T a, const T *x, T *y, int64_t lo, int64_t hi) \
+    {                                                                                      \
+        if (kind == AXPY) {                                                                \
+            for (int64_t i = lo; i < hi; ++i) {                                            \
+                const T t = a * x[i];                                                      \
+                y[i] = y[i] + t;                                                           \
+            }                                                                              \
+        } else if (kind == AXMY) {                                                         \
+            for (int64_t i = lo; i < hi; ++i) {                                            \
+                const T t = a * x[i];                                                      \
+                y[i] = y[i] - t;                                                           \
+            }                                                                              \
+        } else {                                                                           \
+            for (int64_t i = lo; i < hi; ++i) {                                            \
+                const T t = y[i] * a;                                                      \
+                y[i] = t + x[i];                                                           \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+UPDATE(update_f64, double)
+UPDATE(update_f32, float)
+
+/* ---- cg's loop on a dense matrix ---------------------------------------------------------- */
 
 #define COL_MAJOR 102 /* CBLAS_ORDER's CblasColMajor */
 #define TRANS 112     /* CBLAS_TRANSPOSE's CblasTrans */
@@ -56,8 +106,9 @@ typedef struct {
     int64_t count;    /* norms written */
 } State;
 
-/* The loop for one dtype T and one BLAS integer I (32-bit, or 64-bit for an ILP64 build). */
-#define STEPS(NAME, T, I)                                                                  \
+/* The loop for one dtype T and one BLAS integer I (32-bit, or 64-bit for an ILP64 build);
+ * UPD the dtype's update. */
+#define STEPS(NAME, T, I, UPD)                                                                \
     typedef void (*NAME##_gemv_t)(int, int, I, I, T, const T *, I, const T *, I, T, T *,  \
                                   I);                                                      \
     typedef T (*NAME##_dot_t)(I, const T *, I, const T *, I);                              \
@@ -94,11 +145,7 @@ typedef struct {
                 break;                                                                     \
             }                                                                              \
             if (i > 0) {                                                                   \
-                const T beta = rho / rho_prev;                                             \
-                for (int64_t j = 0; j < n; ++j) {                                          \
-                    const T t = p[j] * beta;                                               \
-                    p[j] = t + r[j];                                                       \
-                }                                                                          \
+                UPD(AYPX, rho / rho_prev, r, p, 0, n);                                     \
             } else {                                                                       \
                 memcpy(p, r, (size_t)n * sizeof(T));                                       \
             }                                                                              \
@@ -108,16 +155,9 @@ typedef struct {
             const T alpha = rho / pq;                                                      \
             pqf = (double)pq;                                                              \
             have_pq = 1;                                                                   \
-            if (pqf > 0) {                                                                 \
-                for (int64_t j = 0; j < n; ++j) {                                          \
-                    const T t = alpha * p[j];                                              \
-                    x[j] = x[j] + t;                                                       \
-                }                                                                          \
-            }                                                                              \
-            for (int64_t j = 0; j < n; ++j) {                                              \
-                const T t = alpha * q[j];                                                  \
-                r[j] = r[j] - t;                                                           \
-            }                                                                              \
+            if (pqf > 0)                                                                   \
+                UPD(AXPY, alpha, p, x, 0, n);                                              \
+            UPD(AXMY, alpha, q, r, 0, n);                                                  \
             rho_prev = rho;                                                                \
             s->done = i + 1;                                                               \
         }                                                                                  \
@@ -126,25 +166,138 @@ typedef struct {
         s->rho_prev = (double)rho_prev;                                                    \
     }
 
-STEPS(steps_f64_i32, double, int32_t)
-STEPS(steps_f64_i64, double, int64_t)
-STEPS(steps_f32_i32, float, int32_t)
-STEPS(steps_f32_i64, float, int64_t)
+STEPS(steps_f64_i32, double, int32_t, update_f64)
+STEPS(steps_f64_i64, double, int64_t, update_f64)
+STEPS(steps_f32_i32, float, int32_t, update_f32)
+STEPS(steps_f32_i64, float, int64_t, update_f32)
+
+/* Modified Gram-Schmidt of w against the count rows of V (n apart), as gmres's loop takes
+ * it: t = v_k . w (the BLAS dot), h[k] = t, w -= t v_k (the update), for k = 0, 1, ... */
+#define MGS(NAME, T, I, UPD)                                                               \
+    static void NAME(void *dot_p, int64_t n, const T *V, T *w, int64_t count, double *h)  \
+    {                                                                                      \
+        T (*dot)(I, const T *, I, const T *, I) = (T(*)(I, const T *, I, const T *, I))dot_p; \
+        for (int64_t k = 0; k < count; ++k) {                                              \
+            const T *v = V + k * n;                                                        \
+            const T t = dot((I)n, v, 1, w, 1);                                             \
+            h[k] = (double)t;                                                              \
+            UPD(AXMY, t, v, w, 0, n);                                                      \
+        }                                                                                  \
+    }
+
+MGS(mgs_f64_i32, double, int32_t, update_f64)
+MGS(mgs_f64_i64, double, int64_t, update_f64)
+MGS(mgs_f32_i32, float, int32_t, update_f32)
+MGS(mgs_f32_i64, float, int64_t, update_f32)
 
 /* buf of at least need items of the dtype's size, C-contiguous (writable where asked) */
 static int
-take(Py_buffer *b, PyObject *o, Py_ssize_t need, Py_ssize_t size, int writable, const char *what)
+take(Py_buffer *b, PyObject *o, Py_ssize_t need, Py_ssize_t size, int writable, const char *fn,
+     const char *what)
 {
     if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
     if (b->itemsize != size || b->len < need * size) {
         PyBuffer_Release(b);
         PyErr_Format(PyExc_ValueError,
-                     "_cg_c.steps: %s must hold %zd contiguous elements of %zd bytes", what,
-                     need, size);
+                     "_krylov_c.%s: %s must hold %zd contiguous elements of %zd bytes", fn,
+                     what, need, size);
         return -1;
     }
     return 0;
+}
+
+static PyObject *
+py_update(PyObject *self, PyObject *args)
+{
+    int kind;
+    double a;
+    Py_ssize_t lo, hi;
+    PyObject *xo, *yo;
+    if (!PyArg_ParseTuple(args, "idOOnn", &kind, &a, &xo, &yo, &lo, &hi))
+        return NULL;
+    Py_buffer xb, yb;
+    if (PyObject_GetBuffer(xo, &xb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(yo, &yb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&xb);
+        return NULL;
+    }
+    const char fx = xb.format ? xb.format[0] : 0, fy = yb.format ? yb.format[0] : 0;
+    const int f64 = fy == 'd';
+    const Py_ssize_t size = f64 ? 8 : 4;
+    if (kind < AXPY || kind > AYPX || fx != fy || (fy != 'd' && fy != 'f')
+        || xb.itemsize != size || yb.itemsize != size || lo < 0 || hi < lo
+        || xb.len < hi * size || yb.len < hi * size) {
+        PyBuffer_Release(&xb);
+        PyBuffer_Release(&yb);
+        PyErr_SetString(PyExc_ValueError,
+                        "_krylov_c.update: kind 0-2, x and y contiguous float32 or float64 of "
+                        "one dtype, holding [lo, hi) with 0 <= lo <= hi");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (f64)
+        update_f64(kind, a, (const double *)xb.buf, (double *)yb.buf, lo, hi);
+    else
+        update_f32(kind, (float)a, (const float *)xb.buf, (float *)yb.buf, lo, hi);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&xb);
+    PyBuffer_Release(&yb);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+py_mgs(PyObject *self, PyObject *args)
+{
+    int f64, i64;
+    Py_ssize_t dot, n, count;
+    PyObject *vo, *wo;
+    if (!PyArg_ParseTuple(args, "ppnnOOn", &f64, &i64, &dot, &n, &vo, &wo, &count))
+        return NULL;
+    if (!dot || n < 1 || count < 0 || (!i64 && n > INT32_MAX)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "_krylov_c.mgs: a BLAS address, n >= 1 (in the BLAS's integers) and "
+                        "count >= 0 expected");
+        return NULL;
+    }
+    const Py_ssize_t size = f64 ? 8 : 4;
+    Py_buffer vb, wb;
+    if (take(&vb, vo, count * n, size, 0, "mgs", "V") < 0)
+        return NULL;
+    if (take(&wb, wo, n, size, 1, "mgs", "w") < 0) {
+        PyBuffer_Release(&vb);
+        return NULL;
+    }
+    double *h = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof(double));
+    PyObject *list = NULL;
+    if (h == NULL) {
+        PyErr_NoMemory();
+    } else {
+        void *d = (void *)dot;
+        Py_BEGIN_ALLOW_THREADS
+        if (f64 && i64)
+            mgs_f64_i64(d, n, vb.buf, wb.buf, count, h);
+        else if (f64)
+            mgs_f64_i32(d, n, vb.buf, wb.buf, count, h);
+        else if (i64)
+            mgs_f32_i64(d, n, vb.buf, wb.buf, count, h);
+        else
+            mgs_f32_i32(d, n, vb.buf, wb.buf, count, h);
+        Py_END_ALLOW_THREADS
+        list = PyList_New(count);
+        for (Py_ssize_t j = 0; list != NULL && j < count; ++j) {
+            PyObject *v = PyFloat_FromDouble(h[j]);
+            if (v == NULL)
+                Py_CLEAR(list);
+            else
+                PyList_SET_ITEM(list, j, v);
+        }
+        PyMem_RawFree(h);
+    }
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&wb);
+    return list;
 }
 
 static PyObject *
@@ -159,18 +312,18 @@ py_steps(PyObject *self, PyObject *args)
         return NULL;
     if (!gemv || !dot || n < 1 || k < 0 || done < 0 || (!i64 && n > INT32_MAX)) {
         PyErr_SetString(PyExc_ValueError,
-                        "_cg_c.steps: BLAS addresses, n >= 1 (in the BLAS's integers) and "
+                        "_krylov_c.steps: BLAS addresses, n >= 1 (in the BLAS's integers) and "
                         "k, done >= 0 expected");
         return NULL;
     }
     const Py_ssize_t size = f64 ? 8 : 4;
     static const char *names[4] = {"x", "r", "p", "q"};
     Py_buffer ab, vb[4];
-    if (take(&ab, ao, n * n, size, 0, "A") < 0)
+    if (take(&ab, ao, n * n, size, 0, "steps", "A") < 0)
         return NULL;
     int got = 0;
     for (; got < 4; ++got)
-        if (take(&vb[got], vo[got], n, size, 1, names[got]) < 0)
+        if (take(&vb[got], vo[got], n, size, 1, "steps", names[got]) < 0)
             break;
     double *norms = got == 4 ? PyMem_RawMalloc((size_t)(k ? k : 1) * sizeof(double)) : NULL;
     if (got == 4 && norms == NULL)
@@ -229,6 +382,12 @@ py_steps(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"update", py_update, METH_VARARGS,
+     "update(kind, a, x, y, lo, hi): y[lo:hi] += a x (kind 0), -= a x (1) or = a y + x (2), "
+     "rounded as NumPy's two ufuncs; a is rounded to the vectors' dtype first."},
+    {"mgs", py_mgs, METH_VARARGS,
+     "mgs(real64, blas64, dot, n, V, w, count) -> h: modified Gram-Schmidt of w (in place) "
+     "against V's first count rows, h[k] = v_k . w before v_k's update."},
     {"steps", py_steps, METH_VARARGS,
      "steps(real64, blas64, gemv, dot, n, A, x, r, p, q, k, atol, done, have_pq, pq, "
      "rho_prev) -> (stopped, status, its, done, norms, pq, rho_prev): up to k of HostCG's "
@@ -237,13 +396,14 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_cg_c",
-    "cg's iterations on a dense matrix in one C loop (see the C source's header).", -1,
+    PyModuleDef_HEAD_INIT, "_krylov_c",
+    "The Krylov solvers' vector updates, and cg's iterations on a dense matrix in C (see "
+    "the C source's header).", -1,
     methods,
 };
 
 PyMODINIT_FUNC
-PyInit__cg_c(void)
+PyInit__krylov_c(void)
 {
     return PyModule_Create(&module);
 }
