@@ -190,6 +190,21 @@ MGS(mgs_f64_i64, double, int64_t, update_f64)
 MGS(mgs_f32_i32, float, int32_t, update_f32)
 MGS(mgs_f32_i64, float, int64_t, update_f32)
 
+/* A new list of the n doubles at v, as Python floats (NULL with an error set on failure). */
+static PyObject *
+floats(const double *v, Py_ssize_t n)
+{
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t j = 0; list != NULL && j < n; ++j) {
+        PyObject *f = PyFloat_FromDouble(v[j]);
+        if (f == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, j, f);
+    }
+    return list;
+}
+
 /* buf of at least need items of the dtype's size, C-contiguous (writable where asked) */
 static int
 take(Py_buffer *b, PyObject *o, Py_ssize_t need, Py_ssize_t size, int writable, const char *fn,
@@ -285,14 +300,7 @@ py_mgs(PyObject *self, PyObject *args)
         else
             mgs_f32_i32(d, n, vb.buf, wb.buf, count, h);
         Py_END_ALLOW_THREADS
-        list = PyList_New(count);
-        for (Py_ssize_t j = 0; list != NULL && j < count; ++j) {
-            PyObject *v = PyFloat_FromDouble(h[j]);
-            if (v == NULL)
-                Py_CLEAR(list);
-            else
-                PyList_SET_ITEM(list, j, v);
-        }
+        list = floats(h, count);
         PyMem_RawFree(h);
     }
     PyBuffer_Release(&vb);
@@ -345,14 +353,7 @@ py_steps(PyObject *self, PyObject *args)
             steps_f32_i32(g, d, n, ab.buf, vb[0].buf, vb[1].buf, vb[2].buf, vb[3].buf, k,
                           atol, &s, norms);
         Py_END_ALLOW_THREADS
-        PyObject *list = PyList_New(s.count);
-        for (Py_ssize_t j = 0; list != NULL && j < s.count; ++j) {
-            PyObject *v = PyFloat_FromDouble(norms[j]);
-            if (v == NULL)
-                Py_CLEAR(list);
-            else
-                PyList_SET_ITEM(list, j, v);
-        }
+        PyObject *list = floats(norms, s.count);
         PyMem_RawFree(norms);
         norms = NULL;
         PyObject *pqo = NULL, *rho = NULL, *out = NULL;
