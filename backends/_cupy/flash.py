@@ -39,7 +39,9 @@ D, tile            bf16  fp16        bf16, p 0.1  registers (sm_90)
 64, (1, 64, 2)     189   -           -            -
 =================  ====  ==========  ==========  ====================
 
-(2, 32, 1) takes D 128: (2, 64, 1)'s speed without its spills.
+(2, 32, 1) takes D 128: (2, 64, 1)'s speed without its spills. With dropout, the kernels'
+path for Sk % 4 != 0 is called rather than inlined (kernel file, ``keep2``): the same H100,
+p 0.1, 117-121 -> 141 TFLOP/s at D 128 and 78 -> 104 at D 64 (bf16, benchmarks/NOTES.md).
 
 Every launch runs on the current stream of q's device; nothing synchronizes with the host
 except the first upload of an offset table (:func:`.attention._table`).

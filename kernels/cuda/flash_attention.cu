@@ -184,8 +184,12 @@ __device__ __forceinline__ void load_tile(unsigned tile, const unsigned short *p
     }
 }
 
-// The keep decisions of elements c and c + 1 of the dropout stream.
-__device__ __forceinline__ void keep2(unsigned long long c, const PhiloxKey &key, bool &k0,
+// The keep decisions of elements c and c + 1 of the dropout stream. keep2 and keep1 serve
+// the kernels' other path (Sk % 4 != 0) and are called, not inlined: inlined beside the
+// shared blocks' path they made the dropout forward's SASS 6,352 instructions against
+// 4,944 called (D 128, bf16, sm_90; D 64 9,960 against 7,112), in the loop every launch
+// runs (benchmarks/NOTES.md).
+__device__ __noinline__ void keep2(unsigned long long c, const PhiloxKey &key, bool &k0,
                                       bool &k1)
 {
     const uint4 u = philox_block(c >> 2, key);
@@ -240,8 +244,8 @@ __device__ __forceinline__ void row_keep(unsigned kb, int h, int lane, bool &k0,
     k1 = (m >> (sh + 1)) & 1u;
 }
 
-// The keep decision of element c of the dropout stream.
-__device__ __forceinline__ bool keep1(unsigned long long c, const PhiloxKey &key)
+// The keep decision of element c of the dropout stream (called, not inlined: see keep2).
+__device__ __noinline__ bool keep1(unsigned long long c, const PhiloxKey &key)
 {
     return philox_lane(philox_block(c >> 2, key), (unsigned)(c & 3)) >= key.threshold;
 }
