@@ -149,7 +149,7 @@ typedef struct {
             } else {                                                                       \
                 memcpy(p, r, (size_t)n * sizeof(T));                                       \
             }                                                                              \
-            memset(q, 0, (size_t)n * sizeof(T)); /* (beta 0 never reads it) */            \
+            /* (beta 0: q is not read, as NumPy's fresh output is not) */                 \
             gemv(COL_MAJOR, TRANS, m, m, (T)1, a, m, p, 1, (T)0, q, 1);                   \
             const T pq = dot(m, p, 1, q, 1);                                               \
             const T alpha = rho / pq;                                                      \

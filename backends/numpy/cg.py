@@ -11,11 +11,12 @@ long vectors), ``axpy``/``aypx`` (NumPy's two-step rounding, the pool for long
 vectors) and, for a stored matrix, the ``spmv``/``matvec`` of the NumPy backend called
 directly (every variant name is the same routine here). So the iterates are the generic
 loop's, and SciPy's, bit for bit: the same operations on the same values in the same
-order. A real unpreconditioned system with a C-contiguous float32/float64 matrix runs its
-iterations in one C loop (``_krylov_c.c``: the same BLAS calls and roundings), checked once per
-dtype against this module's Python loop before it is taken. Measured (2-core EPYC, NumPy SIMD found X86_V4; ``python -m benchmarks --suite
-krylov``; tessera / SciPy per call of 10 iterations): see benchmarks/NOTES.md, "The
-NumPy backend's fused CG".
+order. A real unpreconditioned system with a C-contiguous float32/float64 matrix runs
+its iterations in one C loop (``_krylov_c.c``: the same BLAS calls and roundings),
+checked once per dtype against this module's Python loop before it is taken. Measured
+(2-core EPYC, NumPy SIMD found X86_V4; ``python -m benchmarks --suite krylov``; tessera /
+SciPy per call of 10 iterations): see benchmarks/NOTES.md, "The NumPy backend's fused CG"
+and "cg on a dense matrix in C".
 
 A run stops at its test, never past it: ``A`` and ``M`` are applied exactly as often
 as SciPy applies them. The step ``x += alpha p`` is made only where that step's
@@ -119,11 +120,14 @@ def _product(op, dtype, n, what, products=0):
 _DENSE_LOOP: dict = {}  # dtype char -> the C loop's BLAS arguments, or False (checked once)
 
 
-def _dense_loop(dtype):
-    """``(module, (real64, blas64, gemv, dot))`` for cg's C loop on a dense ``dtype``
-    (float32/float64) system, or None: no extension, no NumPy OpenBLAS, or a first solve
-    of random systems (a gemv NumPy threads and one it does not) whose x, r and norms were
-    not the Python loop's bit for bit. Checked once per dtype."""
+def _dense_loop(dtype, n: int):
+    """``(module, (real64, blas64, gemv, dot))`` for the C loops on vectors of length
+    ``n`` and ``dtype``, or None: not float32/float64, vectors whose dots the pool computes
+    (:func:`_real_dot`), no extension, no NumPy OpenBLAS, or a first solve of random
+    systems (a gemv NumPy threads and one it does not) whose x, r and norms were not the
+    Python loop's bit for bit (checked once per dtype)."""
+    if dtype.char not in "fd" or n * dtype.itemsize >= _threads.DOT_MIN_BYTES:
+        return None
     got = _DENSE_LOOP.get(dtype.char)
     if got is None:
         got = _DENSE_LOOP[dtype.char] = _check_dense_loop(dtype) or False
@@ -188,7 +192,7 @@ class HostCG:
         self.maxiter = int(maxiter)
         self.cplx = r.dtype.kind == "c"
         if loop is _AUTO:
-            loop = _dense_loop(r.dtype) if self._dense_in_c(A, M, n, r.dtype) else None
+            loop = _dense_loop(r.dtype, n) if self._dense_in_c(A, M, n, r.dtype) else None
         self.loop = loop
         if loop is not None:
             self.a, self.q = A.arrays[0], np.empty(n, dtype=r.dtype)
@@ -204,14 +208,12 @@ class HostCG:
 
     @staticmethod
     def _dense_in_c(A, M, n, dtype) -> bool:
-        """Whether the C loop could take this system (its BLAS checked apart): real
-        float32/float64, no M, a C-contiguous n x n matrix of the dtype, and vectors whose
-        dots NumPy's BLAS computes (shorter than the pool's, ``_real_dot``)."""
-        if M is not None or A.kind != "dense" or dtype.char not in "fd":
+        """Whether the C loop could take this operator (the dtype and length checked by
+        :func:`_dense_loop`): no M, and a C-contiguous n x n matrix of the dtype."""
+        if M is not None or A.kind != "dense":
             return False
         a = A.arrays[0]
-        return (a.dtype == dtype and a.shape == (n, n) and a.flags.c_contiguous
-                and n * dtype.itemsize < _threads.DOT_MIN_BYTES)
+        return a.dtype == dtype and a.shape == (n, n) and a.flags.c_contiguous
 
     def run(self, k: int):
         """Up to ``k`` iterations: the generic loop's tests and steps on the ndarrays."""

@@ -31,7 +31,6 @@ import numpy as np
 
 from tessera_array import _dtypes
 
-from . import _threads
 from . import matvec as _mv
 from . import sparse as _sp
 from ._namespace import vecdot as _vecdot
@@ -83,8 +82,7 @@ class HostVectors:
         cplx = dt.kind == "c"
         self.dot = _vecdot if cplx else _real_dot(n, dt)
         self.norm = _norm_for(n, dt)
-        loop = (_dense_loop(dt) if dt.char in "fd" and n * dt.itemsize < _threads.DOT_MIN_BYTES
-                else None)
+        loop = _dense_loop(dt, n)
         if loop is not None:
             mod, (f64, i64, _, dot) = loop
             c_mgs = mod.mgs
