@@ -1,6 +1,7 @@
 """Attention for float16 and bfloat16 on CUDA (``backends/_cupy/flash.py``): the forward on
-tensor cores (``kernels/cuda/flash_attention.cu``) and the general path through float32,
-against the float64 math reference.
+tensor cores (``kernels/cuda/flash_attention.cu``'s mma.sync kernel, and on compute
+capability 9.0 ``flash_attention_sm90.cu``'s wgmma kernel, each tested by name) and the
+general path through float32, against the float64 math reference.
 
 The inputs are the problems of ``tests/test_cuda_attention.py`` (poisoned elements around
 each upload, GQA's stride-0 heads, masks, causal bands, dropout) in 16-bit; every output
@@ -55,11 +56,27 @@ def no_general_path(monkeypatch):
     monkeypatch.setattr(flash, "_bwd_tiled", refuse)
 
 
-def run_fwd(pb, want_lse=True):
+def run_fwd(pb, want_lse=True, fwd=flash.attention_fwd):
     q5, k5, v5, m5 = pb.host_args()
-    out, lse = flash.attention_fwd(dev(q5), dev(k5), dev(v5), None if m5 is None else dev(m5),
-                                   **pb.kw(), want_lse=want_lse)
+    out, lse = fwd(dev(q5), dev(k5), dev(v5), None if m5 is None else dev(m5), **pb.kw(),
+                   want_lse=want_lse)
     return host(out), host(lse)
+
+
+def _sm90() -> bool:
+    return int(cupy.cuda.Device(0).compute_capability) == flash.SM90_CC
+
+
+def forward_kernel(kind):
+    """The forward kernel ``kind`` by name: "mma" (flash_attention.cu, its TILES) or
+    "wgmma" (flash_attention_sm90.cu, its SM90_BN; skipped, with the reason, on a device
+    without wgmma)."""
+    if kind == "mma":
+        return lambda q, *a, **kw: flash.forward_tiled(flash.TILES[q.shape[-1]], q, *a, **kw)
+    if not _sm90():
+        pytest.skip(f"wgmma needs compute capability 9.0; this device has "
+                    f"{cupy.cuda.Device(0).compute_capability}")
+    return lambda q, *a, **kw: flash.forward_sm90(flash.SM90_BN[q.shape[-1]], q, *a, **kw)
 
 
 def run_bwd(pb, out, lse):
@@ -70,9 +87,9 @@ def run_bwd(pb, out, lse):
     return tuple(host(r) for r in res)
 
 
-def check(pb, *, backward=True):
+def check(pb, *, backward=True, fwd=flash.attention_fwd):
     tol = TOL[pb.dtype.name]
-    out, lse = run_fwd(pb)
+    out, lse = run_fwd(pb, fwd=fwd)
     assert out.dtype == pb.dtype and lse.dtype == np.float32
     (r_out, r_lse), r_grads = pb.reference()
     errs = {"out": rel_err(out.reshape(r_out.shape), r_out),
@@ -133,6 +150,46 @@ GENERAL = {
 def test_tensor_cores(name, dt, no_general_path):
     """Forward and backward on tensor cores against the float64 reference."""
     check(Problem(sorted(FAST).index(name), dtype=dt, **FAST[name]))
+
+
+@pytest.mark.parametrize("kind", ["mma", "wgmma"])
+@pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("name", list(FAST))
+def test_each_forward_kernel(name, dt, kind, no_general_path):
+    """Each forward kernel by name against the float64 reference (the routed one is
+    tested with the backward above)."""
+    check(Problem(sorted(FAST).index(name), dtype=dt, **FAST[name]), backward=False,
+          fwd=forward_kernel(kind))
+
+
+@pytest.mark.parametrize("kind", ["mma", "wgmma"])
+@pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("sq, sk", [(2048, 2048), (300, 1000), (1000, 129)])
+def test_each_forward_kernel_long(sq, sk, dt, kind, no_general_path):
+    """Many key tiles (the double buffers' turns), causal and not, against the float64
+    reference."""
+    fwd = forward_kernel(kind)
+    check(Problem(78, dtype=dt, B=1, Hkv=2, Sq=sq, Sk=sk, D=128), backward=False, fwd=fwd)
+    check(Problem(79, dtype=dt, B=1, Hkv=1, G=2, Sq=sq, Sk=sk, D=64, causal="bottom_right",
+                  dropout=(0.1, 7, 11)), backward=False, fwd=fwd)
+
+
+@pytest.mark.parametrize("kind", ["mma", "wgmma"])
+@pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("d", sorted(flash.TILES))
+@pytest.mark.parametrize("sk", [None, 250])
+def test_each_forward_kernel_keeps_the_cpu_mask(dt, d, sk, kind, no_general_path):
+    """As test_dropout_keeps_exactly_the_cpu_mask, for each kernel by name; Sk = 250 (not a
+    multiple of 4: each pair's own Philox blocks) with V's first D rows the identity."""
+    p, seed, offset = 0.3, 2**40 + 17, 77
+    n = d if sk is None else sk
+    pb = Problem(8, dtype=dt, B=2, Hkv=2, G=2, Sq=77, Sk=n, D=d, dropout=(p, seed, offset))
+    pb.q[...] = 0
+    pb.v[...] = 0
+    pb.v[..., :d, :] = np.eye(d, dtype=pb.dtype)
+    out, _ = run_fwd(pb, fwd=forward_kernel(kind))
+    keep = np_philox.dropout_mask(pb.score_shape(), seed, offset, pb.threshold())
+    assert np.array_equal(out.reshape(keep.shape[:-1] + (d,)) != 0, keep[..., :d])
 
 
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
@@ -230,6 +287,24 @@ def test_routing_table_is_pinned():
                 for drop in (False, True):
                     assert flash.kernel_name(kernel, dt, d, tile, drop) in names
     assert flash.instances(64) == []
+    assert flash.SM90_BN == {64: 128, 128: 128}
+    for d, bn in flash.SM90_BN.items():
+        if _sm90():
+            assert flash.sm90_shared_bytes(d, bn) <= optin
+        for dt in ("float16", "bfloat16"):
+            for drop in (False, True):
+                assert (flash.SM90_FILE, flash.sm90_name(dt, d, bn, drop)) in flash.instances(32)
+
+
+def test_forward_routing(monkeypatch):
+    """Compute capability 9.0 takes the wgmma forward, any other the mma.sync one."""
+    taken = []
+    monkeypatch.setattr(flash, "forward_sm90", lambda *a, **kw: taken.append("wgmma"))
+    monkeypatch.setattr(flash, "forward_tiled", lambda *a, **kw: taken.append("mma"))
+    pb = Problem(3, dtype=HALF[0], D=64, Sq=9, Sk=5)
+    q5, k5, v5, _ = pb.host_args()
+    flash.attention_fwd(dev(q5), dev(k5), dev(v5), **pb.kw())
+    assert taken == ["wgmma" if _sm90() else "mma"]
 
 
 @pytest.mark.parametrize("dt", _dtypes.HALF_FLOATING, ids=HALF_IDS)

@@ -420,7 +420,8 @@ def test_nvrtc_options_and_image(fake_cupy, monkeypatch):
     cupy = fake_cupy(is_hip=False)
     rtc = _FakeRtc(hip=False)
     _, _, name = _compile(NvrtcDialect, rtc, monkeypatch)
-    assert rtc.calls["flags"] == ["-std=c++17", "-DTESSERA_X=1", "--gpu-architecture=sm_90",
+    # compute capability 9.0 compiles for sm_90a (wgmma: flash_attention_sm90.cu)
+    assert rtc.calls["flags"] == ["-std=c++17", "-DTESSERA_X=1", "--gpu-architecture=sm_90a",
                                   f"-I{KERNELS / 'cuda'}", f"-I{KERNELS / 'include'}"]
     assert cupy.loaded == [(1, b"cubin")]
 
@@ -527,20 +528,21 @@ def test_cuda_only_families_reach_nvcc_alone():
     """The flash family's instances (PTX mma.sync) go to nvcc; hipcc compiles its file as
     it is (empty under __HIPCC__), for either wave width."""
     ci = _ci_module()
-    nv = ci._instances(32, "nvcc")["flash_attention.cu"]
-    assert nv and all(n.startswith("tessera_flash_") for n in nv)
-    for warp in (32, 64):
-        assert "flash_attention.cu" not in ci._instances(warp, "hipcc")
-    text = (KERNELS / "cuda" / "flash_attention.cu").read_text()
-    assert "#if !defined(__HIPCC__)" in text and text.rstrip().endswith(
-        "#endif  // !defined(__HIPCC__)")
+    for file in ("flash_attention.cu", "flash_attention_sm90.cu"):
+        nv = ci._instances(32, "nvcc")[file]
+        assert nv and all(n.startswith("tessera_flash_") for n in nv)
+        for warp in (32, 64):
+            assert file not in ci._instances(warp, "hipcc")
+        text = (KERNELS / "cuda" / file).read_text()
+        assert "#if !defined(__HIPCC__)" in text and text.rstrip().endswith(
+            "#endif  // !defined(__HIPCC__)")
 
 
 def test_ci_fails_a_spilling_no_spill_kernel():
-    """The flash kernels are compiled once more to sm_90 machine code with ptxas's report,
+    """The flash kernels are compiled once more to sm_90a machine code with ptxas's report,
     and a report naming spilled bytes fails that compile (the function named)."""
     ci = _ci_module()
-    assert ci.NO_SPILL_FAMILIES == ("flash",) and ci.SASS_ARCH == "sm_90"
+    assert ci.NO_SPILL_FAMILIES == ("flash",) and ci.SASS_ARCH == "sm_90a"
     log = ("ptxas info    : Compiling entry function '_Z3fooi' for 'sm_90'\n"
            "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
            "ptxas info    : Compiling entry function '_Z3bari' for 'sm_90'\n"
@@ -631,10 +633,11 @@ EXCEPTIONS = [
     ("kernels/cuda/optim.cu", "0xffffffffLL", 4,
      "the tensor index in the low 32 bits of an item's first word (one per Adafactor "
      "phase)"),
-    ("kernels/cuda/flash_attention.cu", "constexpr int WARP = 32", 1,
-     "the lanes of mma.sync's fragments: NVIDIA's instruction set, in a CUDA-only file"),
-    ("kernels/cuda/flash_attention.cu", "0xffffffffu", 1,
-     "the full-warp mask of CUDA's *_sync shuffles, in a CUDA-only file"),
+    ("kernels/include/tessera/flash.cuh", "constexpr int WARP = 32", 1,
+     "the lanes of mma.sync's and wgmma's fragments: NVIDIA's instruction set, in a "
+     "CUDA-only header"),
+    ("kernels/include/tessera/flash.cuh", "0xffffffffu", 1,
+     "the full-warp mask of CUDA's *_sync shuffles, in a CUDA-only header"),
     ("backends/_cupy/flash.py", "MMA_WARP = 32", 1,
      "flash_attention.cu's WARP, mirrored (mma.sync's 32 lanes; CUDA-only family)"),
     ("backends/_cupy/flash.py", "DKDV_TILES = {64: Tile(1, 64, 2), 128: Tile(1, 32, 2)}", 1,

@@ -59,9 +59,8 @@ class NvrtcDialect(Dialect):
         props = rt.getDeviceProperties(device_id)
         name = props["name"]
         name = name.decode() if isinstance(name, bytes) else str(name)
-        cc = cupy.cuda.Device(device_id).compute_capability
         return (f"nvrtc {self._nvrtc().getVersion()} driver {rt.driverGetVersion()} "
-                f"sm_{cc} {name}")
+                f"sm_{self.arch(device_id)} {name}")
 
     def compile(self, device_id, text: str, options: tuple):
         import cupy
@@ -93,12 +92,19 @@ class NvrtcDialect(Dialect):
 
     def arch_options(self, device_id) -> list:
         """The target option: a cubin for the device's ``sm_XX`` where this NVRTC makes
-        cubins, else PTX for ``compute_XX``."""
+        cubins, else PTX for ``compute_XX``; on compute capability 9.0 the
+        architecture-specific ``sm_90a`` (Hopper's wgmma, which ``sm_90`` lacks: the
+        kernels of ``flash_attention_sm90.cu`` are empty without it)."""
+        cubin = hasattr(self._nvrtc(), "getCUBIN")
+        return [f"--gpu-architecture={'sm' if cubin else 'compute'}_{self.arch(device_id)}"]
+
+    @staticmethod
+    def arch(device_id) -> str:
+        """``90a`` on compute capability 9.0, else the capability (``80``, ``89``, ...)."""
         import cupy
 
         cc = cupy.cuda.Device(device_id).compute_capability
-        cubin = hasattr(self._nvrtc(), "getCUBIN")
-        return [f"--gpu-architecture={'sm' if cubin else 'compute'}_{cc}"]
+        return f"{cc}a" if cc == "90" else cc
 
     def image(self, prog):
         """The compiled image of ``prog``: the cubin, or the PTX."""

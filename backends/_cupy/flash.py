@@ -8,8 +8,11 @@ is float32.
 The forward and the backward run FlashAttention-2's recurrences on ``mma.sync`` tensor
 cores where the head dims of q, k and v are one value of :data:`TILES` on a device of
 compute capability 8.0 or later (other layouts of those operands are copied to C order
-first). Every other call is the general path: the operands converted to float32, the
-float32 tiled kernels of :mod:`.attention`, the results rounded back once. The backward
+first); on compute capability 9.0 (Hopper) the forward runs on warpgroup tensor cores
+instead (``wgmma``, ``kernels/cuda/flash_attention_sm90.cu``: the same arithmetic, masks
+and dropout bits, 128 query rows and :data:`SM90_BN` keys a tile). Every other call is
+the general path: the operands converted to float32, the float32 tiled kernels of
+:mod:`.attention`, the results rounded back once. The backward
 is three kernels and deterministic: delta = rowsum(dO * O), dQ over query blocks, dK and
 dV over key blocks (the scores computed twice, no atomics).
 
@@ -65,8 +68,9 @@ from .attention import SIZE_LIMIT, _strides, _table, dropout_args, mask_args
 from .attention import attention_bwd as _bwd_tiled
 from .attention import attention_fwd as _fwd_tiled
 
-__all__ = ["DKDV_TILES", "DQ_TILES", "TILES", "Tile", "attention_bwd", "attention_fwd",
-           "backward_tiled", "forward_tiled", "instances", "register", "shared_bytes"]
+__all__ = ["DKDV_TILES", "DQ_TILES", "SM90_BN", "TILES", "Tile", "attention_bwd",
+           "attention_fwd", "backward_tiled", "forward_sm90", "forward_tiled", "instances",
+           "register", "shared_bytes", "sm90_name", "sm90_shared_bytes"]
 
 FILE = "flash_attention.cu"
 COMPILERS = ("nvcc",)  # PTX mma.sync / ldmatrix / cp.async: NVIDIA only (.ci/compile-kernels)
@@ -75,6 +79,13 @@ MMA_WARP = 32  # the lanes of mma.sync's fragments (flash_attention.cu's WARP): 
 MIN_CC = 80  # mma.sync with bf16, cp.async, ldmatrix: sm_80 and later
 _ELEMENT = {"float16": "tessera::flash::f16", "bfloat16": "tessera::flash::bf16"}
 _F32 = np.dtype(np.float32)
+SM90_FILE = "flash_attention_sm90.cu"
+FILES = (FILE, SM90_FILE)  # the family's sources (.ci/compile-kernels' no-spill check)
+SM90_CC = 90  # wgmma: compiled for sm_90a, which runs on compute capability 9.0 alone
+SM90_THREADS = 256  # two warpgroups a block (flash_attention_sm90.cu's THREADS)
+SM90_ROWS = 128  # query rows a block (its BM)
+# head dim -> keys a tile of the wgmma forward (the module docstring's table)
+SM90_BN = {64: 128, 128: 128}
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _STATIC_SHARED_LIMIT = 48 * 1024  # beyond this a launch must opt in (the attribute)
 
@@ -112,6 +123,17 @@ def kernel_name(kernel: str, dtype_name: str, d: int, tile: Tile, dropout: bool)
             f"{tile.nb}, {'true' if dropout else 'false'}>")
 
 
+def sm90_name(dtype_name: str, d: int, bn: int, dropout: bool) -> str:
+    return (f"tessera_flash_fwd_sm90<{_ELEMENT[dtype_name]}, {d}, {bn}, "
+            f"{'true' if dropout else 'false'}>")
+
+
+def sm90_shared_bytes(d: int, bn: int) -> int:
+    """Dynamic shared memory of the wgmma forward: Q, two K and two V tiles of d 16-bit
+    columns, and 1024 bytes to align them to the swizzle's 1024-byte atoms."""
+    return 1024 + (SM90_ROWS + 4 * bn) * d * 2
+
+
 def delta_name(dtype_name: str, d: int) -> str:
     return f"tessera_flash_bwd_delta<{_ELEMENT[dtype_name]}, {d}>"
 
@@ -124,7 +146,9 @@ def instances(warp: int) -> list:
     return ([(FILE, kernel_name(kernel, dt, d, tile, drop)) for kernel, table in
              _KERNEL_TILES.items() for dt in _ELEMENT for d, tile in table.items()
              for drop in (False, True)]
-            + [(FILE, delta_name(dt, d)) for dt in _ELEMENT for d in TILES])
+            + [(FILE, delta_name(dt, d)) for dt in _ELEMENT for d in TILES]
+            + [(SM90_FILE, sm90_name(dt, d, bn, drop)) for dt in _ELEMENT
+               for d, bn in SM90_BN.items() for drop in (False, True)])
 
 
 def _aligned(a) -> bool:
@@ -143,18 +167,24 @@ def _fast(q, k, v) -> bool:
             and int(q.device.compute_capability) >= MIN_CC)
 
 
+def _wgmma(q) -> bool:
+    """Whether the forward takes the wgmma kernel: a device of compute capability 9.0."""
+    return int(q.device.compute_capability) == SM90_CC
+
+
 # id -> kernel whose dynamic shared memory limit is raised (held, so no id is reused)
 _opted_in: dict = {}
 
 
-def _launch(device, name: str, smem: int, blocks: int, args) -> None:
+def _launch(device, name: str, smem: int, blocks: int, args, *, file: str = FILE,
+            threads: int = NW * MMA_WARP) -> None:
     import cupy
 
-    fn = _kernels.function(FILE, name, device)
+    fn = _kernels.function(file, name, device)
     if smem > _STATIC_SHARED_LIMIT and _opted_in.get(id(fn)) is not fn:
         cupy.cuda.driver.funcSetAttribute(fn.ptr, _MAX_DYNAMIC_SHARED, smem)
         _opted_in[id(fn)] = fn
-    fn((blocks,), (NW * MMA_WARP,), args, shared_mem=smem)
+    fn((blocks,), (threads,), args, shared_mem=smem)
 
 
 def _args(device, blocks_per_bh, q, k, v, mask, lead, scale, causal, window, dropout,
@@ -213,8 +243,12 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
                                   scale=scale, causal=causal, window=window,
                                   dropout=dropout, want_lse=want_lse)
             return out.astype(q.dtype), lse
-    return forward_tiled(TILES[q.shape[-1]], q, k, v, mask, scale=scale, causal=causal,
-                         window=window, dropout=dropout, want_lse=want_lse)
+    d = q.shape[-1]
+    if _wgmma(q):
+        return forward_sm90(SM90_BN[d], q, k, v, mask, scale=scale, causal=causal,
+                            window=window, dropout=dropout, want_lse=want_lse)
+    return forward_tiled(TILES[d], q, k, v, mask, scale=scale, causal=causal, window=window,
+                         dropout=dropout, want_lse=want_lse)
 
 
 def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=None,
@@ -233,6 +267,29 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
             args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout)
             _launch(device, kernel_name("fwd", q.dtype.name, d, tile, dropout is not None),
                     shared_bytes("fwd", d, tile), bh * blocks, args + (out, lse))
+    return out, (lse if want_lse else None)
+
+
+def forward_sm90(bn: int, q, k, v, mask=None, *, scale, causal=None, window=None,
+                 dropout=None, want_lse=True):
+    """The wgmma forward (compute capability 9.0) with ``bn`` keys a tile (head dims of q,
+    k, v equal, 64 or 128); the same arguments and results as :func:`forward_tiled`."""
+    device = q.device
+    lead, sq, d, _ = _dims(q, k)
+    if not _wgmma(q):
+        raise ValueError(f"attention_fwd: the wgmma kernel needs a device of compute "
+                         f"capability 9.0. Received: {device.compute_capability}")
+    with device:
+        q, k, v = _readable(q, k, v)
+        out = _kernels.empty(lead + (sq, d), q.dtype)
+        lse = _kernels.empty(lead + (sq,), _F32)
+        bh = math.prod(lead)
+        if bh and sq:
+            blocks = -(-sq // SM90_ROWS)
+            args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout)
+            _launch(device, sm90_name(q.dtype.name, d, bn, dropout is not None),
+                    sm90_shared_bytes(d, bn), bh * blocks, args + (out, lse),
+                    file=SM90_FILE, threads=SM90_THREADS)
     return out, (lse if want_lse else None)
 
 

@@ -58,107 +58,12 @@
 
 #if !defined(__HIPCC__)
 
-#include "tessera/philox.cuh"
+#include "tessera/flash.cuh"
 
 namespace tessera {
 namespace flash {
 
 constexpr int NW = 4;  // warps per block
-// mma.sync's fragments are laid out over NVIDIA's 32-lane warp: the width is the
-// instruction set's, not a device property (this file is CUDA's alone).
-constexpr int WARP = 32;
-constexpr unsigned FULL = 0xffffffffu;  // every lane of the warp, for the *_sync shuffles
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
-
-struct f16 {
-    __device__ static __forceinline__ unsigned pack(float lo, float hi)
-    {
-        unsigned r;
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-        return r;
-    }
-    __device__ static __forceinline__ float to_float(unsigned short h)
-    {
-        float f;
-        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-        return f;
-    }
-    __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
-                                               unsigned b0, unsigned b1)
-    {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-
-struct bf16 {
-    __device__ static __forceinline__ unsigned pack(float lo, float hi)
-    {
-        unsigned r;
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-        return r;
-    }
-    __device__ static __forceinline__ float to_float(unsigned short h)
-    {
-        return __uint_as_float((unsigned)h << 16);
-    }
-    __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
-                                               unsigned b0, unsigned b1)
-    {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-
-__device__ __forceinline__ unsigned smem_addr(const void *p)
-{
-    unsigned a;
-    asm("{\n .reg .u64 t;\n cvta.to.shared.u64 t, %1;\n cvt.u32.u64 %0, t;\n}"
-        : "=r"(a)
-        : "l"(p));
-    return a;
-}
-
-// 16 bytes from global src to shared dst; bytes = 0 fills dst with zeros (nothing read).
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-                 "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_all()
-{
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ float exp2_(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float((int)0xff800000u); }
 
 // Byte offset of 16-byte chunk c of row r in a swizzled tile of D 16-bit columns.
 template <int D> __device__ __forceinline__ unsigned swz(int r, int c)
@@ -182,175 +87,6 @@ __device__ __forceinline__ void load_tile(unsigned tile, const unsigned short *p
         const unsigned short *src = in ? p + (long long)(r0 + r) * sr + c * 8 : p;
         cp_async16(tile + swz<D>(r, c), src, in ? 16 : 0);
     }
-}
-
-// The keep decisions of elements c and c + 1 of the dropout stream. keep2 and keep1 serve
-// the kernels' other path (Sk % 4 != 0) and are called, not inlined: inlined beside the
-// shared blocks' path they made the dropout forward's SASS 6,352 instructions against
-// 4,944 called (D 128, bf16, sm_90; D 64 9,960 against 7,112), in the loop every launch
-// runs (benchmarks/NOTES.md).
-__device__ __noinline__ void keep2(unsigned long long c, const PhiloxKey &key, bool &k0,
-                                      bool &k1)
-{
-    const uint4 u = philox_block(c >> 2, key);
-    const unsigned r = (unsigned)(c & 3);
-    const unsigned w0 = philox_lane(u, r);
-    const unsigned w1 = r == 3 ? philox_block((c >> 2) + 1, key).x : philox_lane(u, r + 1);
-    k0 = w0 >= key.threshold;
-    k1 = w1 >= key.threshold;
-}
-
-
-// The four keep bits (bit w: counter 4 (c >> 2) + w kept) of the Philox block of c.
-__device__ __forceinline__ unsigned keep_bits4(unsigned long long c, const PhiloxKey &key)
-{
-    const uint4 u = philox_block(c >> 2, key);
-    return (u.x >= key.threshold ? 1u : 0u) | (u.y >= key.threshold ? 2u : 0u) |
-           (u.z >= key.threshold ? 4u : 0u) | (u.w >= key.threshold ? 8u : 0u);
-}
-
-// Shared dropout blocks. When Sk % 4 == 0 every score row's counters start at a multiple
-// of 4 and an n-tile's columns 8b + 0..3 and 8b + 4..7 are one Philox block each, so the
-// 16 elements a quad of lanes holds of an n-tile (C layout: rows g and g + 8, columns
-// 2tq, 2tq + 1) are four blocks: each lane computes one (keep_bits4) and the others read
-// its bits by a shuffle, a quarter of the Philox work of keep2 per element pair. In the
-// transposed layout (dkdv: rows are keys, consecutive counters) the four lanes g & 3 of a
-// column pair hold four consecutive keys and share the blocks likewise.
-
-// Row layout (the forward, dq): this lane's share of its quad's blocks of the n-tiles
-// at columns j0 + 8b of the 16-row tile from row r16 (the block of row r16 + g + 8 (tq >> 1),
-// columns 8b + 4 (tq & 1) .. + 3), Sk % 4 == 0.
-template <int NT>
-__device__ __forceinline__ void row_blocks(unsigned (&kbits)[NT], long long bh, int sq, int sk,
-                                           int r16, int j0, int lane, const PhiloxKey &key)
-{
-    const int g = lane >> 2, tq = lane & 3;
-    const unsigned long long rc =
-        ((unsigned long long)bh * sq + (unsigned long long)(r16 + g + 8 * (tq >> 1))) *
-        (unsigned long long)sk;
-#pragma unroll
-    for (int b = 0; b < NT; ++b)
-        kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);
-}
-
-// The keep bits of this lane's two elements (row g + 8h, columns 2tq, + 1) of the n-tile
-// whose row_blocks share is kb.
-__device__ __forceinline__ void row_keep(unsigned kb, int h, int lane, bool &k0, bool &k1)
-{
-    const int tq = lane & 3;
-    const unsigned m = __shfl_sync(FULL, kb, (lane & ~3) | (2 * h + (tq >> 1)));
-    const int sh = (2 * tq) & 3;
-    k0 = (m >> sh) & 1u;
-    k1 = (m >> (sh + 1)) & 1u;
-}
-
-// The keep decision of element c of the dropout stream (called, not inlined: see keep2).
-__device__ __noinline__ bool keep1(unsigned long long c, const PhiloxKey &key)
-{
-    return philox_lane(philox_block(c >> 2, key), (unsigned)(c & 3)) >= key.threshold;
-}
-
-// What hides or shifts a score: the band lo <= j - i <= hi, the bounds i < Sq and
-// j < Sk, the bool mask (kind 1: False hides) or the additive one (kind 2).
-struct Visibility {
-    int sq, sk, kind;
-    const unsigned char *bmask;
-    const unsigned short *amask;
-    long long moff, m_sr, m_sc, lo, hi;
-
-    // Whether every (i, j) of queries [i0, i0 + ni) and keys [j0, j0 + nj) is visible
-    // with nothing to add (no per-element test needed).
-    __device__ __forceinline__ bool all(int i0, int ni, int j0, int nj) const
-    {
-        return kind == 0 && i0 + ni <= sq && j0 + nj <= sk &&
-               (long long)j0 - (i0 + ni - 1) >= lo && (long long)j0 + nj - 1 - i0 <= hi;
-    }
-
-    // The tiles of `tile` keys holding a key that some query of [i0, i0 + ni) sees:
-    // [begin, end), empty when the band leaves the queries no key.
-    __device__ __forceinline__ void key_tiles(int i0, int ni, int tile, int &begin,
-                                              int &end) const
-    {
-        long long a = (long long)i0 + lo, b = (long long)i0 + ni - 1 + hi + 1;
-        a = a < 0 ? 0 : a;
-        b = b > sk ? sk : b;
-        begin = (int)(a / tile);
-        end = b > a ? (int)((b + tile - 1) / tile) : begin;
-    }
-
-    // The tiles of `tile` queries holding a query that sees some key of [j0, j0 + nj).
-    __device__ __forceinline__ void query_tiles(int j0, int nj, int tile, int &begin,
-                                                int &end) const
-    {
-        long long a = (long long)j0 - hi, b = (long long)j0 + nj - 1 - lo + 1;
-        a = a < 0 ? 0 : a;
-        b = b > sq ? sq : b;
-        begin = (int)(a / tile);
-        end = b > a ? (int)((b + tile - 1) / tile) : begin;
-    }
-
-    // x, the base-2 score of (i, j), with the additive mask added; -inf where hidden.
-    template <typename E> __device__ __forceinline__ float apply(float x, int i, int j) const
-    {
-        const long long d = (long long)j - i;
-        bool vis = i < sq && j < sk && d >= lo && d <= hi;
-        if (vis && kind != 0) {
-            const long long mi = moff + (long long)i * m_sr + (long long)j * m_sc;
-            if (kind == 1)
-                vis = bmask[mi] != 0;
-            else
-                x += E::to_float(amask[mi]) * LOG2E;
-        }
-        return vis ? x : neg_inf();
-    }
-};
-
-// Scores into base 2: s *= scale2 (scale log2 e).
-template <int MT, int NT>
-__device__ __forceinline__ void scale_scores(float (&s)[MT][NT][4], float scale2)
-{
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < NT; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) s[a][b][c] *= scale2;
-}
-
-// The band and the masks applied to base-2 scores in the C layout (Visibility::apply):
-// rows r0 + 16 a + g + 8 h, columns c0 + 8 b + 2 tq + e; T: rows are keys and columns
-// queries (the transposed scores of dkdv). A pass of its own, taken only on tiles the
-// band or a mask reaches: with these tests inlined in the softmax's loop, the loop's hot
-// path was spread over ~75 KB of code and stalled on instruction fetch (ncu, bf16 forward
-// MT 2, D 128: no_instruction 1.16 cycles an issue, 0.04 once apart; 192 -> 229-250
-// TFLOP/s on the H100).
-template <typename E, bool T, int MT, int NT>
-__device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], const Visibility &vis,
-                                            int r0, int c0, int lane)
-{
-    const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int b = 0; b < NT; ++b)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int r = r0 + a * 16 + g + 8 * h, c = c0 + b * 8 + 2 * tq + e;
-                    float &x = s[a][b][2 * h + e];
-                    x = T ? vis.apply<E>(x, c, r) : vis.apply<E>(x, r, c);
-                }
-}
-
-template <int MT, int N> __device__ __forceinline__ void zero(float (&x)[MT][N][4])
-{
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < N; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) x[a][b][c] = 0.0f;
 }
 
 // s = A B^T over D: A the 16 * MT rows of a swizzled tile from row r0, B NT * 8 rows
@@ -411,40 +147,8 @@ __device__ __forceinline__ void gemm_pb(float (&acc)[MT][D / 8][4],
     }
 }
 
-// Rows r0 + 16a + g + 8h (< nrows) of acc * f, rounded to 16 bits, into dst (row stride
-// D elements, C-contiguous).
-template <typename E, int D, int MT>
-__device__ __forceinline__ void store_rows(unsigned short *dst, const float (&acc)[MT][D / 8][4],
-                                           int r0, int nrows, float f, int lane)
-{
-    const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-    for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = r0 + a * 16 + g + 8 * h;
-            if (r >= nrows)
-                continue;
-            unsigned *row = reinterpret_cast<unsigned *>(dst + (long long)r * D);
-#pragma unroll
-            for (int b = 0; b < D / 8; ++b)
-                row[b * 4 + tq] = E::pack(acc[a][b][2 * h] * f, acc[a][b][2 * h + 1] * f);
-        }
-}
-
 }  // namespace flash
 }  // namespace tessera
-
-// The arguments every kernel of the file takes first (the forward's, TESSERA_FLASH_ARGS).
-#define TESSERA_FLASH_ARGS                                                                  \
-    int blocks_per_bh, int sq, int sk, const long long *__restrict__ offs,                 \
-        const unsigned short *__restrict__ q, long long q_sr,                               \
-        const unsigned short *__restrict__ k, long long k_sr,                               \
-        const unsigned short *__restrict__ v, long long v_sr, int mask_kind,                \
-        const unsigned char *__restrict__ bmask, const unsigned short *__restrict__ amask,  \
-        long long m_sr, long long m_sc, long long lo, long long hi, float scale,           \
-        unsigned seed_lo, unsigned seed_hi, unsigned off_lo, unsigned off_hi,              \
-        unsigned threshold, float keep_scale
 
 template <typename E, int D, int MT, int BN, int NB, bool DROP>
 __global__ void __launch_bounds__(tessera::flash::NW * tessera::flash::WARP, NB)
@@ -511,49 +215,8 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
             unsigned kbits[NT];  // this lane's share of the quad's dropout blocks
             if (DROP && al4)
                 row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int i = i0 + wrow + a * 16 + g + 8 * h;
-                float mx = m[a][h];
-#pragma unroll
-                for (int b = 0; b < NT; ++b) {
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        mx = fmaxf(mx, s[a][b][2 * h + e]);
-                    }
-                }
-                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
-                const float mu = mx == neg_inf() ? 0.0f : mx;
-                const float alpha = exp2_(m[a][h] - mu);
-                m[a][h] = mx;
-                float rs = 0.0f;
-                const unsigned long long rowc =
-                    ((unsigned long long)bh * sq + (unsigned long long)i) * (unsigned long long)sk;
-#pragma unroll
-                for (int b = 0; b < NT; ++b) {
-                    float p0 = exp2_(s[a][b][2 * h] - mu);
-                    float p1 = exp2_(s[a][b][2 * h + 1] - mu);
-                    rs += p0 + p1;
-                    if (DROP) {
-                        bool k0, k1;
-                        if (al4) {
-                            row_keep(kbits[b], h, lane, k0, k1);
-                        } else {
-                            keep2(rowc + (unsigned long long)(j0 + b * 8 + 2 * tq), key, k0, k1);
-                        }
-                        p0 = k0 ? p0 : 0.0f;
-                        p1 = k1 ? p1 : 0.0f;
-                    }
-                    pf[a][b][h] = E::pack(p0, p1);
-                }
-                l[a][h] = l[a][h] * alpha + rs;
-#pragma unroll
-                for (int b = 0; b < DT; ++b) {
-                    acc[a][b][2 * h] *= alpha;
-                    acc[a][b][2 * h + 1] *= alpha;
-                }
-            }
+            softmax_tile<E, DROP, NT, DT>(s[a], acc[a], m[a], l[a], pf[a], kbits, al4, bh, sq,
+                                          sk, i0 + wrow + a * 16, j0, lane, key);
         }
 
         cp_async_wait_all();

@@ -1,0 +1,387 @@
+// flash_attention_sm90.cu: the attention forward on Hopper's warpgroup tensor cores
+// (wgmma) for float16 and bfloat16 (NVIDIA sm_90a: compiled for sm_90a alone; the body is
+// empty for any other target and the launcher routes only compute capability 9.0 here).
+//
+// What it computes: exactly what tessera_flash_fwd of flash_attention.cu computes
+// (FlashAttention-2's forward, Dao 2023, Algorithm 1: S = scale Q K^T with the band and
+// the masks, the online softmax in base 2, O += (P * keep) V with P rounded to the input
+// type, out = O * keep_scale / l, lse = (m + log2 l) ln 2), with the same arguments
+// (TESSERA_FLASH_ARGS), the same Visibility, the same dropout keep bits
+// (tessera/flash.cuh) and the same softmax step (softmax_tile): the two kernels differ
+// only in how the two products run, so their dropout masks are the CPU's bit for bit.
+//
+// Layout and strides: as tessera_flash_fwd (q, k, v rows 16-byte aligned, unit column
+//   stride, per-bh offsets from the launcher's table; out (BH, Sq, D), lse (BH, Sq)
+//   float32, C-contiguous).
+// Launch geometry: blocks of WG = 2 warpgroups (256 threads); warpgroup w owns the 64
+//   query rows [i0 + 64 w, + 64) of the block's BM = 128; 1-D grid of BH * ceil(Sq / BM)
+//   blocks, a block's row block counted from the end (the longest causal rows first).
+//   Dynamic shared memory 1024 + (BM + 4 BN) D 2 bytes: the Q tile and two K and two V
+//   tiles (double-buffered), each stored as D / 64 column blocks of 128-byte rows with
+//   the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7)), which the wgmma
+//   descriptors name (mode 1): Q and K K-major (the 64 x 16 and 16 x BN operands of
+//   S = Q K^T), V N-major (imm-trans-b: the 16 x D operand of P V, keys as K).
+//   Pipeline: K_{t+1} is fetched (cp.async) while S_t = Q K_t^T runs, V_{t+1} while
+//   O += P V_t runs; S_t's dropout blocks (Philox, independent of S) are computed while
+//   its wgmma runs.
+// Accumulation: float32 (wgmma m64nNk16, f32 accumulators); P in registers as the A
+//   operand of P V (the accumulator's layout is the A fragment's: no shared round trip).
+// Numerical caveats: as tessera_flash_fwd (ex2.approx; the dot products in the tensor
+//   cores' order; out rounded once). The same bits run to run.
+//
+// Template parameters: E (tessera::flash::f16 or bf16), D (64 or 128), BN (keys a tile,
+//   64 or 128), DROP (dropout on).
+// NVIDIA only (PTX); the whole file is empty under hipcc.
+
+#if !defined(__HIPCC__)
+
+#include "tessera/flash.cuh"
+
+namespace tessera {
+namespace flash {
+namespace sm90 {
+
+constexpr int WG = 2;               // warpgroups a block
+constexpr int THREADS = WG * 4 * WARP;
+constexpr int BM = 64 * WG;         // query rows a block
+
+// Byte offset of 16-byte chunk c of row r in a tile of R rows and D 16-bit columns
+// stored as D / 64 column blocks of R 128-byte rows, 128-byte swizzled.
+template <int R> __device__ __forceinline__ unsigned sw128(int r, int c)
+{
+    return (unsigned)((c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// Rows [r0, r0 + R) of a (.., D) matrix (row stride sr elements) into such a tile;
+// rows at or past nrows are zero-filled.
+template <int D, int R>
+__device__ __forceinline__ void load_tile(unsigned tile, const unsigned short *p, long long sr,
+                                          int r0, int nrows)
+{
+    constexpr int CH = D / 8;
+    static_assert(R * CH % THREADS == 0, "a tile is a whole number of block-wide loads");
+#pragma unroll
+    for (int it = 0; it < R * CH / THREADS; ++it) {
+        const int t = threadIdx.x + it * THREADS;
+        const int r = t / CH, c = t - r * CH;
+        const bool in = r0 + r < nrows;
+        const unsigned short *src = in ? p + (long long)(r0 + r) * sr + c * 8 : p;
+        cp_async16(tile + sw128<R>(r, c), src, in ? 16 : 0);
+    }
+}
+
+// A shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor"): start address,
+// leading and stride byte offsets (each >> 4), 128-byte swizzle (mode 1 in bits 62-63).
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) |
+           ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+template <int N> __device__ __forceinline__ void keep_live(float (&d)[N][4])
+{
+#pragma unroll
+    for (int b = 0; b < N; ++b)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) asm volatile("" : "+f"(d[b][c])::"memory");
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all()
+{
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+// This thread's shared-memory writes made visible to the async proxy (wgmma's reads).
+__device__ __forceinline__ void fence_async_shared()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+#define TESSERA_WG_D4(d, b) "+f"(d[b][0]), "+f"(d[b][1]), "+f"(d[b][2]), "+f"(d[b][3])
+
+__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], bf16, unsigned long long a,
+                                         unsigned long long b, int acc)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
+        : "l"(a), "l"(b), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], bf16, const unsigned (&a)[4],
+                                         unsigned long long b)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_ss(float (&d)[16][4], bf16, unsigned long long a,
+                                         unsigned long long b, int acc)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
+          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
+          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
+        : "l"(a), "l"(b), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_rs(float (&d)[16][4], bf16, const unsigned (&a)[4],
+                                         unsigned long long b)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
+          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
+          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], f16, unsigned long long a,
+                                         unsigned long long b, int acc)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
+        : "l"(a), "l"(b), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], f16, const unsigned (&a)[4],
+                                         unsigned long long b)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_ss(float (&d)[16][4], f16, unsigned long long a,
+                                         unsigned long long b, int acc)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
+          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
+          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
+        : "l"(a), "l"(b), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_rs(float (&d)[16][4], f16, const unsigned (&a)[4],
+                                         unsigned long long b)
+{
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
+          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
+          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
+          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+// acc += P V: P (this warp's 16 rows, BN = 8 NT keys) from registers as packed A
+// fragments pf[n][h] (softmax_tile's), V the BN x D tile at va (N-major, 128-byte
+// swizzled column blocks of 64): BN / 16 wgmma k-steps, issued, not waited.
+template <typename E, int NT, int DT>
+__device__ __forceinline__ void pv(float (&acc)[1][DT][4], const unsigned (&pf)[NT][2],
+                                   unsigned va)
+{
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk) {
+        const unsigned a[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0],
+                               pf[2 * kk + 1][1]};
+        wgmma_rs(acc[0], E{}, a, desc(va + kk * 16 * 128, NT * 8 * 128, 1024));
+    }
+}
+
+#undef TESSERA_WG_D4
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+}  // namespace sm90
+}  // namespace flash
+}  // namespace tessera
+
+template <typename E, int D, int BN, bool DROP>
+__global__ void __launch_bounds__(tessera::flash::sm90::THREADS, 1)
+tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
+                       float *__restrict__ lse)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace tessera::flash;
+    using namespace tessera::flash::sm90;
+    constexpr int NT = BN / 8;  // score n-tiles of a warp's 16 rows
+    constexpr int DT = D / 8;   // output n-tiles
+    constexpr unsigned KV = BN * D * 2;  // bytes of one K or V tile
+    constexpr unsigned KSTEP = 16 * 2;   // bytes of a k-step's 16 columns in a 128-byte row
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const unsigned sQ = (smem_addr(smem) + 1023u) & ~1023u;  // the swizzle's 1024-byte atoms
+    const unsigned sK = sQ + BM * D * 2;
+    const unsigned sV = sK + 2 * KV;
+
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int wg = warp / 4;
+    const long long bh = blockIdx.x / blocks_per_bh;
+    const int mb = blocks_per_bh - 1 - (int)(blockIdx.x - bh * blocks_per_bh);
+    const int i0 = mb * BM;
+    const long long *o = offs + bh * 8;
+    const unsigned short *qb = q + o[0];
+    const unsigned short *kb = k + o[1];
+    const unsigned short *vb = v + o[2];
+    const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
+    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
+
+    int t_begin, t_end;  // the key tiles the band leaves visible to rows [i0, i0 + BM)
+    vis.key_tiles(i0, BM, BN, t_begin, t_end);
+
+    load_tile<D, BM>(sQ, qb, q_sr, i0, sq);
+    if (t_begin < t_end)
+        load_tile<D, BN>(sK, kb, k_sr, t_begin * BN, sk);
+    cp_async_commit();
+
+    float acc[1][DT][4];
+    zero(acc);
+    float m[1][2], l[1][2];
+    m[0][0] = m[0][1] = neg_inf();
+    l[0][0] = l[0][1] = 0.0f;
+    const float scale2 = scale * LOG2E;
+    const int wrow = warp * 16;  // the warp's first row in the block (its warpgroup's 64)
+    const bool al4 = (sk & 3) == 0;
+    const unsigned qa = sQ + wg * 64 * 128;  // the warpgroup's 64 rows of Q
+    unsigned pf[NT][2];  // P of the last tile: the A operand of its P V
+
+    // Iteration t issues P V_{t-1} and S_t = Q K_t^T together and waits for both in the
+    // same iteration (an accumulator in flight over the loop's back edge makes ptxas
+    // serialize every wgmma: C7515), the dropout blocks of tile t computed meanwhile.
+    for (int t = t_begin; t < t_end; ++t) {
+        const int j0 = t * BN;
+        const unsigned buf = (unsigned)((t - t_begin) & 1);
+        cp_async_wait_all();  // K_t and V_{t-1} (and Q) landed
+        fence_async_shared();
+        __syncthreads();  // visible; every warpgroup done with S_{t-1} and P V_{t-2}
+        if (t + 1 < t_end)
+            load_tile<D, BN>(sK + (buf ^ 1u) * KV, kb, k_sr, j0 + BN, sk);
+        load_tile<D, BN>(sV + buf * KV, vb, v_sr, j0, sk);
+        cp_async_commit();
+
+        float s[1][NT][4];
+        zero(s);
+        wgmma_fence();
+        if (t > t_begin)
+            pv<E, NT, DT>(acc, pf, sV + (buf ^ 1u) * KV);  // O += P V_{t-1}
+        const unsigned ka = sK + buf * KV;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_ss(s[0], E{}, desc(qa + (kk >> 2) * (BM * 128) + (kk & 3) * KSTEP, 16, 1024),
+                     desc(ka + (kk >> 2) * (BN * 128) + (kk & 3) * KSTEP, 16, 1024), kk > 0);
+        wgmma_commit();
+        unsigned kbits[NT];  // while they run: this lane's share of the dropout blocks
+        if (DROP && al4)
+            row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
+        wgmma_wait_all();
+        keep_live(s[0]);
+        keep_live(acc[0]);
+
+        scale_scores(s, scale2);
+        if (!vis.all(i0, BM, j0, BN))
+            mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
+        softmax_tile<E, DROP, NT, DT>(s[0], acc[0], m[0], l[0], pf, kbits, al4, bh, sq, sk,
+                                      i0 + wrow, j0, lane, key);
+    }
+    if (t_begin < t_end) {  // O += P V of the last tile
+        cp_async_wait_all();
+        fence_async_shared();
+        __syncthreads();
+        wgmma_fence();
+        pv<E, NT, DT>(acc, pf, sV + (unsigned)((t_end - 1 - t_begin) & 1) * KV);
+        wgmma_commit();
+        wgmma_wait_all();
+        keep_live(acc[0]);
+    }
+    cp_async_wait_all();  // Q's copy where no key tile was visible
+
+    // out = O * keep_scale / l, rounded once; lse = (m + log2 l) ln 2.
+    const int g = lane >> 2, tq = lane & 3;
+    float f[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float ls = l[0][h];
+        ls += __shfl_xor_sync(FULL, ls, 1);
+        ls += __shfl_xor_sync(FULL, ls, 2);
+        f[h] = ls > 0.0f ? keep_scale / ls : 0.0f;
+        const int i = i0 + wrow + g + 8 * h;
+        if (tq == 0 && i < sq)
+            lse[bh * sq + i] = ls > 0.0f ? (m[0][h] + log2f(ls)) * LN2 : neg_inf();
+    }
+#pragma unroll
+    for (int b = 0; b < DT; ++b) {
+        acc[0][b][0] *= f[0];
+        acc[0][b][1] *= f[0];
+        acc[0][b][2] *= f[1];
+        acc[0][b][3] *= f[1];
+    }
+    store_rows<E, D, 1>(out + bh * sq * D, acc, i0 + wrow, sq, 1.0f, lane);
+#else
+    __trap();  // compiled for another target than sm_90a: never launched (see the header)
+#endif
+}
+
+#endif  // !defined(__HIPCC__)
