@@ -42,6 +42,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="benchmarks.probe_flash")
     ap.add_argument("--quick", action="store_true", help="the launcher's tiles only")
     ap.add_argument("--dims", default="128,64")
+    ap.add_argument("--wgmma-only", action="store_true",
+                    help="the wgmma kernel's variants alone (compute capability 9.0)")
     args = ap.parse_args(argv)
     import cupy
     import torch
@@ -54,6 +56,8 @@ def main(argv=None):
     _dispatch.lookup("attention_fwd", xp.zeros(1, device="cuda:0").device, xp.bfloat16)
     for d in (int(x) for x in args.dims.split(",")):
         tiles = [flash.TILES[d]] if args.quick else [flash.Tile(*t) for t in ALTERNATIVES[d]]
+        if args.wgmma_only:
+            tiles = []
         if int(cupy.cuda.Device(0).compute_capability) == flash.SM90_CC:
             tiles += [("wgmma", flash.SM90_BN[d])] if args.quick else [
                 ("wgmma", bn) for bn in WGMMA_BN]

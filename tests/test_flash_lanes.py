@@ -1,4 +1,6 @@
-"""The lane arithmetic of ``kernels/cuda/flash_attention.cu``, emulated on the CPU.
+"""The lane arithmetic of ``kernels/cuda/flash_attention.cu`` (and of the header it shares
+with ``flash_attention_sm90.cu``, ``kernels/include/tessera/flash.cuh``), emulated on the
+CPU.
 
 The tensor-core kernels run only on NVIDIA GPUs (``tests/test_cuda_flash.py`` checks their
 results there); CI has none. What can be checked without one is the index arithmetic the
@@ -26,7 +28,8 @@ from tessera_array.backends._common.layout import band
 from tessera_array.backends.numpy import philox as np_philox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "kernels" / "cuda" / "flash_attention.cu"
+SOURCES = (ROOT / "kernels" / "cuda" / "flash_attention.cu",
+           ROOT / "kernels" / "include" / "tessera" / "flash.cuh")
 WARP = 32
 
 PINS = [
@@ -71,9 +74,9 @@ def _normal(text: str) -> str:
 
 
 def test_the_mirrored_source_lines_are_there():
-    text = _normal(SOURCE.read_text())
+    text = _normal("\n".join(s.read_text() for s in SOURCES))
     missing = [line for line in PINS if _normal(line) not in text]
-    assert not missing, f"flash_attention.cu no longer has: {missing}"
+    assert not missing, f"flash_attention.cu and flash.cuh no longer have: {missing}"
 
 
 LANES = np.arange(WARP)

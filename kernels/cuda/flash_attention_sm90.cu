@@ -21,9 +21,10 @@
 //   the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7)), which the wgmma
 //   descriptors name (mode 1): Q and K K-major (the 64 x 16 and 16 x BN operands of
 //   S = Q K^T), V N-major (imm-trans-b: the 16 x D operand of P V, keys as K).
-//   Pipeline: K_{t+1} is fetched (cp.async) while S_t = Q K_t^T runs, V_{t+1} while
-//   O += P V_t runs; S_t's dropout blocks (Philox, independent of S) are computed while
-//   its wgmma runs.
+//   Pipeline: iteration t fetches K_{t+1} and V_t (cp.async), issues S_t = Q K_t^T and
+//   then O += P_{t-1} V_{t-1}, computes tile t's dropout blocks (Philox, independent of
+//   S) while both run, waits for S_t and takes the softmax's exponentials while
+//   P_{t-1} V_{t-1} runs, then waits for it, rescales O and packs P_t.
 // Accumulation: float32 (wgmma m64nNk16, f32 accumulators); P in registers as the A
 //   operand of P V (the accumulator's layout is the A fragment's: no shared round trip).
 // Numerical caveats: as tessera_flash_fwd (ex2.approx; the dot products in the tensor
@@ -98,6 +99,11 @@ __device__ __forceinline__ void wgmma_commit()
 __device__ __forceinline__ void wgmma_wait_all()
 {
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+// All but the newest wgmma group complete.
+__device__ __forceinline__ void wgmma_wait_one()
+{
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 // This thread's shared-memory writes made visible to the async proxy (wgmma's reads).
 __device__ __forceinline__ void fence_async_shared()
@@ -308,9 +314,11 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     const unsigned qa = sQ + wg * 64 * 128;  // the warpgroup's 64 rows of Q
     unsigned pf[NT][2];  // P of the last tile: the A operand of its P V
 
-    // Iteration t issues P V_{t-1} and S_t = Q K_t^T together and waits for both in the
-    // same iteration (an accumulator in flight over the loop's back edge makes ptxas
-    // serialize every wgmma: C7515), the dropout blocks of tile t computed meanwhile.
+    // Iteration t issues S_t = Q K_t^T and then P V_{t-1}, computes tile t's dropout
+    // blocks while both run, waits for S_t alone and runs the softmax's exponentials
+    // while P V_{t-1} still runs, then waits for it and rescales O and packs P_t. Both
+    // are waited for in the iteration that issues them (an accumulator in flight over
+    // the loop's back edge makes ptxas serialize every wgmma: C7515).
     for (int t = t_begin; t < t_end; ++t) {
         const int j0 = t * BN;
         const unsigned buf = (unsigned)((t - t_begin) & 1);
@@ -325,26 +333,34 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
         float s[1][NT][4];
         zero(s);
         wgmma_fence();
-        if (t > t_begin)
-            pv<E, NT, DT>(acc, pf, sV + (buf ^ 1u) * KV);  // O += P V_{t-1}
         const unsigned ka = sK + buf * KV;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
             wgmma_ss(s[0], E{}, desc(qa + (kk >> 2) * (BM * 128) + (kk & 3) * KSTEP, 16, 1024),
                      desc(ka + (kk >> 2) * (BN * 128) + (kk & 3) * KSTEP, 16, 1024), kk > 0);
         wgmma_commit();
+        if (t > t_begin)
+            pv<E, NT, DT>(acc, pf, sV + (buf ^ 1u) * KV);  // O += P V_{t-1}
+        wgmma_commit();
         unsigned kbits[NT];  // while they run: this lane's share of the dropout blocks
         if (DROP && al4)
             row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
-        wgmma_wait_all();
+        wgmma_wait_one();  // S_t
         keep_live(s[0]);
-        keep_live(acc[0]);
 
         scale_scores(s, scale2);
         if (!vis.all(i0, BM, j0, BN))
             mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
-        softmax_tile<E, DROP, NT, DT>(s[0], acc[0], m[0], l[0], pf, kbits, al4, bh, sq, sk,
-                                      i0 + wrow, j0, lane, key);
+        float alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            alpha[h] = softmax_exp<DROP, NT>(s[0], h, m[0], l[0], kbits, al4, bh, sq, sk,
+                                             i0 + wrow, j0, lane, key);
+        wgmma_wait_all();  // P V_{t-1}: acc and pf free again
+        keep_live(acc[0]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            softmax_pack<E, NT, DT>(s[0], h, acc[0], alpha[h], pf);
     }
     if (t_begin < t_end) {  // O += P V of the last tile
         cp_async_wait_all();

@@ -285,61 +285,87 @@ template <int MT, int N> __device__ __forceinline__ void zero(float (&x)[MT][N][
 }
 
 // One step of the online softmax for a warp's 16 rows r16 + g + 8h and the BN = 8 NT
-// keys from j0 of base-2 scores s (C layout): the running max m and sum l (the
-// undropped sum) updated, acc (D = 8 DT columns) rescaled by 2^(m - m'), and P (dropped
-// where not kept) rounded to the input type into pf, the packed A fragments of P V.
+// keys from j0 of base-2 scores s (C layout), row half h by row half, in two parts.
+// softmax_exp: the running max m and sum l (the undropped sum) of rows g + 8h updated,
+// their s replaced by P = 2^(s - m') (zero where dropout does not keep it) and
+// 2^(m - m') returned; it does not touch acc, so a P V product still running on acc may
+// overlap it. softmax_pack: those rows of acc (D = 8 DT columns) rescaled by that factor
+// and their P rounded to the input type into pf, the packed A fragments of P V.
 // kbits: this lane's share of its quad's dropout blocks (row_blocks), read when DROP and
 // al4 (Sk % 4 == 0); otherwise keep2 computes each pair's decisions.
+template <bool DROP, int NT>
+__device__ __forceinline__ float softmax_exp(float (&s)[NT][4], int h, float (&m)[2],
+                                             float (&l)[2], const unsigned (&kbits)[NT],
+                                             bool al4, long long bh, int sq, int sk, int r16,
+                                             int j0, int lane, const PhiloxKey &key)
+{
+    const int g = lane >> 2, tq = lane & 3;
+    const int i = r16 + g + 8 * h;
+    float mx = m[h];
+#pragma unroll
+    for (int b = 0; b < NT; ++b) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            mx = fmaxf(mx, s[b][2 * h + e]);
+        }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
+    const float mu = mx == neg_inf() ? 0.0f : mx;
+    const float alpha = exp2_(m[h] - mu);
+    m[h] = mx;
+    float rs = 0.0f;
+    const unsigned long long rowc =
+        ((unsigned long long)bh * sq + (unsigned long long)i) * (unsigned long long)sk;
+#pragma unroll
+    for (int b = 0; b < NT; ++b) {
+        float p0 = exp2_(s[b][2 * h] - mu);
+        float p1 = exp2_(s[b][2 * h + 1] - mu);
+        rs += p0 + p1;
+        if (DROP) {
+            bool k0, k1;
+            if (al4) {
+                row_keep(kbits[b], h, lane, k0, k1);
+            } else {
+                keep2(rowc + (unsigned long long)(j0 + b * 8 + 2 * tq), key, k0, k1);
+            }
+            p0 = k0 ? p0 : 0.0f;
+            p1 = k1 ? p1 : 0.0f;
+        }
+        s[b][2 * h] = p0;
+        s[b][2 * h + 1] = p1;
+    }
+    l[h] = l[h] * alpha + rs;
+    return alpha;
+}
+
+template <typename E, int NT, int DT>
+__device__ __forceinline__ void softmax_pack(const float (&s)[NT][4], int h,
+                                             float (&acc)[DT][4], float alpha,
+                                             unsigned (&pf)[NT][2])
+{
+#pragma unroll
+    for (int b = 0; b < NT; ++b) pf[b][h] = E::pack(s[b][2 * h], s[b][2 * h + 1]);
+#pragma unroll
+    for (int b = 0; b < DT; ++b) {
+        acc[b][2 * h] *= alpha;
+        acc[b][2 * h + 1] *= alpha;
+    }
+}
+
+// Both parts, row half by row half (s is left holding P).
 template <typename E, bool DROP, int NT, int DT>
-__device__ __forceinline__ void softmax_tile(const float (&s)[NT][4], float (&acc)[DT][4],
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&acc)[DT][4],
                                              float (&m)[2], float (&l)[2],
                                              unsigned (&pf)[NT][2], const unsigned (&kbits)[NT],
                                              bool al4, long long bh, int sq, int sk, int r16,
                                              int j0, int lane, const PhiloxKey &key)
 {
-    const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const int i = r16 + g + 8 * h;
-        float mx = m[h];
-#pragma unroll
-        for (int b = 0; b < NT; ++b) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                mx = fmaxf(mx, s[b][2 * h + e]);
-            }
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
-        const float mu = mx == neg_inf() ? 0.0f : mx;
-        const float alpha = exp2_(m[h] - mu);
-        m[h] = mx;
-        float rs = 0.0f;
-        const unsigned long long rowc =
-            ((unsigned long long)bh * sq + (unsigned long long)i) * (unsigned long long)sk;
-#pragma unroll
-        for (int b = 0; b < NT; ++b) {
-            float p0 = exp2_(s[b][2 * h] - mu);
-            float p1 = exp2_(s[b][2 * h + 1] - mu);
-            rs += p0 + p1;
-            if (DROP) {
-                bool k0, k1;
-                if (al4) {
-                    row_keep(kbits[b], h, lane, k0, k1);
-                } else {
-                    keep2(rowc + (unsigned long long)(j0 + b * 8 + 2 * tq), key, k0, k1);
-                }
-                p0 = k0 ? p0 : 0.0f;
-                p1 = k1 ? p1 : 0.0f;
-            }
-            pf[b][h] = E::pack(p0, p1);
-        }
-        l[h] = l[h] * alpha + rs;
-#pragma unroll
-        for (int b = 0; b < DT; ++b) {
-            acc[b][2 * h] *= alpha;
-            acc[b][2 * h + 1] *= alpha;
-        }
+        const float alpha =
+            softmax_exp<DROP, NT>(s, h, m, l, kbits, al4, bh, sq, sk, r16, j0, lane, key);
+        softmax_pack<E, NT, DT>(s, h, acc, alpha, pf);
     }
 }
 
