@@ -39,15 +39,25 @@ D, tile            bf16  fp16        bf16, p 0.1  registers (sm_90)
 128, (2, 64, 1)    238   237         -            255, spills 816 B
 128, (2, 32, 1)    233   235         121          246 (p 0.1: 242)
 64, (2, 64, 1)     218   217         79           250
-64, (1, 64, 2)     189   -           -            -
 =================  ====  ==========  ==========  ====================
 
-(2, 32, 1) takes D 128: (2, 64, 1)'s speed without its spills. With dropout, the kernels'
-path for Sk % 4 != 0 is called rather than inlined (kernel file, ``keep2``): the same H100,
-p 0.1, 117-121 -> 141 TFLOP/s at D 128 and 78 -> 104 at D 64 (bf16, benchmarks/NOTES.md).
+(2, 32, 1) takes D 128 ((2, 64, 1)'s speed, no spills). Dropout's path for Sk % 4 != 0 is
+called, not inlined (``keep2``): p 0.1, 117-121 -> 141 TFLOP/s (D 128), 78 -> 104 (D 64).
 
-Every launch runs on the current stream of q's device; nothing synchronizes with the host
-except the first upload of an offset table (:func:`.attention._table`).
+The wgmma forward (capability 9.0), one H100, ``probe_flash --wgmma-only`` (TFLOP/s bf16
+without / with dropout 0.1, torch's SDPA in the same run; registers sm_90a, no spills):
+:data:`SM90_BN` takes 128 keys a tile (D 64, BN 64: 209 / 112).
+
+========  ==========  ==========  ==========
+D, BN     tessera     torch       registers
+========  ==========  ==========  ==========
+128, 128  328 / 181   325 / 264   236 / 254
+128, 64   315 / 188   325 / 264   182 / 216
+64, 128   232 / 114   272 / 207   208 / 248
+========  ==========  ==========  ==========
+
+Launches run on q's device's current stream; only an offset table's first upload
+synchronizes with the host (:func:`.attention._table`).
 """
 
 from __future__ import annotations
