@@ -22,7 +22,7 @@ from .probe_krylov_grid import _events  # CUDA events over calls, median, us
 
 ALTERNATIVES = {128: [(2, 32, 1), (1, 64, 2), (2, 64, 1)],
                 64: [(2, 64, 1), (2, 128, 1), (1, 64, 2)]}
-WGMMA_BN = (128, 64)  # keys a tile of the wgmma kernel
+WGMMA_BN = (128,)  # keys a tile of the wgmma kernel (64: benchmarks/NOTES.md)
 
 
 def _forward(variant):
@@ -35,7 +35,9 @@ def _forward(variant):
 
 
 def _label(variant) -> str:
-    return f"wgmma BN {variant[1]}" if variant[0] == "wgmma" else str(tuple(variant))
+    if isinstance(variant[0], str):
+        return f"{variant[0]} BN {variant[1]}"
+    return str(tuple(variant))
 
 
 def main(argv=None):

@@ -111,6 +111,30 @@ __device__ __forceinline__ void fence_async_shared()
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// mbarriers in shared memory (PTX ISA, "mbarrier"): a phase completes once `count`
+// arrivals have come; a waiter names the parity of the phase it waits for.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar)
+{
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar)
+                 : "memory");
+}
+// An arrival once every cp.async this thread has issued so far has landed.
+__device__ __forceinline__ void mbar_arrive_copies(unsigned bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n .reg .pred done;\n"
+                 "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 " @!done bra WAIT;\n}" ::"r"(bar), "r"(parity)
+                 : "memory");
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 #define TESSERA_WG_D4(d, b) "+f"(d[b][0]), "+f"(d[b][1]), "+f"(d[b][2]), "+f"(d[b][3])
@@ -298,10 +322,23 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     int t_begin, t_end;  // the key tiles the band leaves visible to rows [i0, i0 + BM)
     vis.key_tiles(i0, BM, BN, t_begin, t_end);
 
-    load_tile<D, BM>(sQ, qb, q_sr, i0, sq);
-    if (t_begin < t_end)
+    // Stage s of K and of V (s = (t - t_begin) & 1) each have a barrier that completes
+    // when every thread's copies into it have landed (full) and one that completes when
+    // every thread's products reading it are done (empty). A warpgroup waits for the data
+    // it reads and, before refilling a stage, for both warpgroups to be done with it: not
+    // for the other warpgroup's softmax, so the two may drift apart by up to a tile and one
+    // warpgroup's products run while the other's integer and exponential work does.
+    __shared__ __align__(8) unsigned long long bars[8];
+    const unsigned fullK = smem_addr(bars), fullV = fullK + 16, emptyK = fullK + 32,
+                   emptyV = fullK + 48;
+    if (threadIdx.x == 0)
+        for (int i = 0; i < 8; ++i) mbar_init(fullK + 8 * i, THREADS);
+    __syncthreads();
+    if (t_begin < t_end) {
+        load_tile<D, BM>(sQ, qb, q_sr, i0, sq);
         load_tile<D, BN>(sK, kb, k_sr, t_begin * BN, sk);
-    cp_async_commit();
+        mbar_arrive_copies(fullK);
+    }
 
     float acc[1][DT][4];
     zero(acc);
@@ -321,58 +358,68 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     // the loop's back edge makes ptxas serialize every wgmma: C7515).
     for (int t = t_begin; t < t_end; ++t) {
         const int j0 = t * BN;
-        const unsigned buf = (unsigned)((t - t_begin) & 1);
-        cp_async_wait_all();  // K_t and V_{t-1} (and Q) landed
-        fence_async_shared();
-        __syncthreads();  // visible; every warpgroup done with S_{t-1} and P V_{t-2}
-        if (t + 1 < t_end)
-            load_tile<D, BN>(sK + (buf ^ 1u) * KV, kb, k_sr, j0 + BN, sk);
-        load_tile<D, BN>(sV + buf * KV, vb, v_sr, j0, sk);
-        cp_async_commit();
+        const unsigned n = (unsigned)(t - t_begin), s = n & 1u;
+        if (t + 1 < t_end) {  // K_{t+1} into stage s ^ 1, once K_{t-1} is read
+            if (n >= 1)
+                mbar_wait(emptyK + 8 * (s ^ 1u), ((n - 1) >> 1) & 1u);
+            load_tile<D, BN>(sK + (s ^ 1u) * KV, kb, k_sr, j0 + BN, sk);
+            mbar_arrive_copies(fullK + 8 * (s ^ 1u));
+        }
+        if (n >= 2)  // V_t into stage s, once V_{t-2} is read
+            mbar_wait(emptyV + 8 * s, ((n - 2) >> 1) & 1u);
+        load_tile<D, BN>(sV + s * KV, vb, v_sr, j0, sk);
+        mbar_arrive_copies(fullV + 8 * s);
 
-        float s[1][NT][4];
-        zero(s);
+        mbar_wait(fullK + 8 * s, (n >> 1) & 1u);  // K_t (and Q)
+        if (n >= 1)
+            mbar_wait(fullV + 8 * (s ^ 1u), ((n - 1) >> 1) & 1u);  // V_{t-1}
+        fence_async_shared();
+
+        float s_[1][NT][4];
+        zero(s_);
         wgmma_fence();
-        const unsigned ka = sK + buf * KV;
+        const unsigned ka = sK + s * KV;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-            wgmma_ss(s[0], E{}, desc(qa + (kk >> 2) * (BM * 128) + (kk & 3) * KSTEP, 16, 1024),
+            wgmma_ss(s_[0], E{}, desc(qa + (kk >> 2) * (BM * 128) + (kk & 3) * KSTEP, 16, 1024),
                      desc(ka + (kk >> 2) * (BN * 128) + (kk & 3) * KSTEP, 16, 1024), kk > 0);
         wgmma_commit();
-        if (t > t_begin)
-            pv<E, NT, DT>(acc, pf, sV + (buf ^ 1u) * KV);  // O += P V_{t-1}
+        if (n >= 1)
+            pv<E, NT, DT>(acc, pf, sV + (s ^ 1u) * KV);  // O += P V_{t-1}
         wgmma_commit();
         unsigned kbits[NT];  // while they run: this lane's share of the dropout blocks
         if (DROP && al4)
             row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
         wgmma_wait_one();  // S_t
-        keep_live(s[0]);
+        keep_live(s_[0]);
+        mbar_arrive(emptyK + 8 * s);
 
-        scale_scores(s, scale2);
+        scale_scores(s_, scale2);
         if (!vis.all(i0, BM, j0, BN))
-            mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
+            mask_scores<E, false>(s_, vis, i0 + wrow, j0, lane);
         float alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            alpha[h] = softmax_exp<DROP, NT>(s[0], h, m[0], l[0], kbits, al4, bh, sq, sk,
+            alpha[h] = softmax_exp<DROP, NT>(s_[0], h, m[0], l[0], kbits, al4, bh, sq, sk,
                                              i0 + wrow, j0, lane, key);
         wgmma_wait_all();  // P V_{t-1}: acc and pf free again
         keep_live(acc[0]);
+        if (n >= 1)
+            mbar_arrive(emptyV + 8 * (s ^ 1u));
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            softmax_pack<E, NT, DT>(s[0], h, acc[0], alpha[h], pf);
+            softmax_pack<E, NT, DT>(s_[0], h, acc[0], alpha[h], pf);
     }
     if (t_begin < t_end) {  // O += P V of the last tile
-        cp_async_wait_all();
+        const unsigned n = (unsigned)(t_end - 1 - t_begin);
+        mbar_wait(fullV + 8 * (n & 1u), (n >> 1) & 1u);
         fence_async_shared();
-        __syncthreads();
         wgmma_fence();
-        pv<E, NT, DT>(acc, pf, sV + (unsigned)((t_end - 1 - t_begin) & 1) * KV);
+        pv<E, NT, DT>(acc, pf, sV + (n & 1u) * KV);
         wgmma_commit();
         wgmma_wait_all();
         keep_live(acc[0]);
     }
-    cp_async_wait_all();  // Q's copy where no key tile was visible
 
     // out = O * keep_scale / l, rounded once; lse = (m + log2 l) ln 2.
     const int g = lane >> 2, tq = lane & 3;
