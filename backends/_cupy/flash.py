@@ -44,20 +44,20 @@ D, tile            bf16  fp16        bf16, p 0.1  registers (sm_90)
 (2, 32, 1) takes D 128 ((2, 64, 1)'s speed, no spills). Dropout's path for Sk % 4 != 0 is
 called, not inlined (``keep2``): p 0.1, 117-121 -> 141 TFLOP/s (D 128), 78 -> 104 (D 64).
 
-The wgmma forward (capability 9.0), one H100, ``probe_flash --wgmma-only`` (TFLOP/s bf16
-without / with dropout 0.1, torch's SDPA in the same run; registers sm_90a, no spills):
-:data:`SM90_BN` takes 128 keys a tile (D 64, BN 64: 209 / 112).
+The wgmma forward (capability 9.0), one H100, ``probe_flash --wgmma-only --quick``
+(TFLOP/s bf16 without / with dropout 0.1, torch's SDPA in the same run; registers sm_90a,
+no spills). mbarriers hand the K/V stages over, not a block barrier a tile (same machine:
+D 128 305 -> 329-357, D 64 231 -> 203-220). BN 128 (:data:`SM90_BN`) beat 64 by 4-11%
+without dropout and was within 4% of it with dropout.
 
 ========  ==========  ==========  ==========
 D, BN     tessera     torch       registers
 ========  ==========  ==========  ==========
-128, 128  328 / 181   325 / 264   236 / 254
-128, 64   315 / 188   325 / 264   182 / 216
-64, 128   232 / 114   272 / 207   208 / 248
+128, 128  357 / 175   328 / 262   254 / 255
+64, 128   220 / 106   271 / 204   218 / 252
 ========  ==========  ==========  ==========
 
-Launches run on q's device's current stream; only an offset table's first upload
-synchronizes with the host (:func:`.attention._table`).
+Launches run on q's device's current stream; only an offset table's first upload syncs.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@
 //   the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7)), which the wgmma
 //   descriptors name (mode 1): Q and K K-major (the 64 x 16 and 16 x BN operands of
 //   S = Q K^T), V N-major (imm-trans-b: the 16 x D operand of P V, keys as K).
+//   Static shared memory: eight mbarriers, a full and an empty one for each K and V
+//   stage (full: every thread's copies into it landed; empty: every thread's products
+//   reading it done), so no block-wide barrier runs inside the loop.
 //   Pipeline: iteration t fetches K_{t+1} and V_t (cp.async), issues S_t = Q K_t^T and
 //   then O += P_{t-1} V_{t-1}, computes tile t's dropout blocks (Philox, independent of
 //   S) while both run, waits for S_t and takes the softmax's exponentials while
