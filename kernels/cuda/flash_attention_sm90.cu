@@ -140,135 +140,64 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// The accumulator of one thread, N / 2 registers, as asm operands %0 .. %(N / 2 - 1)
+// (TESSERA_WG_D32 / D64) and their list in the instruction (TESSERA_WG_R32 / R64).
 #define TESSERA_WG_D4(d, b) "+f"(d[b][0]), "+f"(d[b][1]), "+f"(d[b][2]), "+f"(d[b][3])
+#define TESSERA_WG_D32(d)                                                                  \
+    TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),    \
+        TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
+#define TESSERA_WG_D64(d)                                                                  \
+    TESSERA_WG_D32(d), TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10),     \
+        TESSERA_WG_D4(d, 11), TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13),                  \
+        TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
+#define TESSERA_WG_R32 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define TESSERA_WG_R64 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
-__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], bf16, unsigned long long a,
-                                         unsigned long long b, int acc)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, 0;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
-        : "l"(a), "l"(b), "r"(acc));
-}
+// wgmma_ss (d (+)= A B, A 64 x 16 and B 16 x N from shared memory by descriptors; acc = 0:
+// d = A B) and wgmma_rs (d += A B, A from registers: the m16n8k16 A fragment of this
+// warp's 16 rows; B 16 x N N-major from shared memory, imm-trans-b 1) for the element
+// type T (a tessera::flash type, named as PTX names it) and N = 8 NT columns: R and DOPS
+// the accumulator's list and operands, then the operand numbers that follow them.
+#define TESSERA_WGMMA(T, N, NT, R, DOPS, SS_AB, SS_ACC, RS_AB, RS_ONE)                     \
+    __device__ __forceinline__ void wgmma_ss(float(&d)[NT][4], T, unsigned long long a,    \
+                                             unsigned long long b, int acc)                \
+    {                                                                                      \
+        asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " SS_ACC ", 0;\n"                 \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #T "." #T " " R     \
+                     ", " SS_AB ", p, 1, 1, 0, 0;\n}\n"                                      \
+                     : DOPS(d)                                                              \
+                     : "l"(a), "l"(b), "r"(acc));                                           \
+    }                                                                                      \
+    __device__ __forceinline__ void wgmma_rs(float(&d)[NT][4], T, const unsigned(&a)[4],   \
+                                             unsigned long long b)                         \
+    {                                                                                      \
+        asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " RS_ONE ", 0;\n"                 \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #T "." #T " " R     \
+                     ", " RS_AB ", p, 1, 1, 1;\n}\n"                                         \
+                     : DOPS(d)                                                              \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));        \
+    }
 
-__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], bf16, const unsigned (&a)[4],
-                                         unsigned long long b)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
+TESSERA_WGMMA(bf16, 64, 8, TESSERA_WG_R32, TESSERA_WG_D32, "%32, %33", "%34",
+              "{%32, %33, %34, %35}, %36", "%37")
+TESSERA_WGMMA(bf16, 128, 16, TESSERA_WG_R64, TESSERA_WG_D64, "%64, %65", "%66",
+              "{%64, %65, %66, %67}, %68", "%69")
+TESSERA_WGMMA(f16, 64, 8, TESSERA_WG_R32, TESSERA_WG_D32, "%32, %33", "%34",
+              "{%32, %33, %34, %35}, %36", "%37")
+TESSERA_WGMMA(f16, 128, 16, TESSERA_WG_R64, TESSERA_WG_D64, "%64, %65", "%66",
+              "{%64, %65, %66, %67}, %68", "%69")
 
-__device__ __forceinline__ void wgmma_ss(float (&d)[16][4], bf16, unsigned long long a,
-                                         unsigned long long b, int acc)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 0;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
-          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
-          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
-        : "l"(a), "l"(b), "r"(acc));
-}
-
-__device__ __forceinline__ void wgmma_rs(float (&d)[16][4], bf16, const unsigned (&a)[4],
-                                         unsigned long long b)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
-          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
-          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], f16, unsigned long long a,
-                                         unsigned long long b, int acc)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, 0;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
-        : "l"(a), "l"(b), "r"(acc));
-}
-
-__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], f16, const unsigned (&a)[4],
-                                         unsigned long long b)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-__device__ __forceinline__ void wgmma_ss(float (&d)[16][4], f16, unsigned long long a,
-                                         unsigned long long b, int acc)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 0;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
-          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
-          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
-        : "l"(a), "l"(b), "r"(acc));
-}
-
-__device__ __forceinline__ void wgmma_rs(float (&d)[16][4], f16, const unsigned (&a)[4],
-                                         unsigned long long b)
-{
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : TESSERA_WG_D4(d, 0), TESSERA_WG_D4(d, 1), TESSERA_WG_D4(d, 2), TESSERA_WG_D4(d, 3),
-          TESSERA_WG_D4(d, 4), TESSERA_WG_D4(d, 5), TESSERA_WG_D4(d, 6), TESSERA_WG_D4(d, 7),
-          TESSERA_WG_D4(d, 8), TESSERA_WG_D4(d, 9), TESSERA_WG_D4(d, 10), TESSERA_WG_D4(d, 11),
-          TESSERA_WG_D4(d, 12), TESSERA_WG_D4(d, 13), TESSERA_WG_D4(d, 14), TESSERA_WG_D4(d, 15)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
+#undef TESSERA_WGMMA
+#undef TESSERA_WG_R64
+#undef TESSERA_WG_R32
+#undef TESSERA_WG_D64
+#undef TESSERA_WG_D32
 
 // acc += P V: P (this warp's 16 rows, BN = 8 NT keys) from registers as packed A
 // fragments pf[n][h] (softmax_tile's), V the BN x D tile at va (N-major, 128-byte
@@ -332,8 +261,9 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     // for the other warpgroup's softmax, so the two may drift apart by up to a tile and one
     // warpgroup's products run while the other's integer and exponential work does.
     __shared__ __align__(8) unsigned long long bars[8];
-    const unsigned fullK = smem_addr(bars), fullV = fullK + 16, emptyK = fullK + 32,
-                   emptyV = fullK + 48;
+    // two 8-byte barriers (stages 0 and 1) for each of full K, full V, empty K, empty V
+    const unsigned fullK = smem_addr(bars), fullV = fullK + 2 * 8, emptyK = fullK + 4 * 8,
+                   emptyV = fullK + 6 * 8;
     if (threadIdx.x == 0)
         for (int i = 0; i < 8; ++i) mbar_init(fullK + 8 * i, THREADS);
     __syncthreads();
