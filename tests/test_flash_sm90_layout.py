@@ -18,10 +18,10 @@ expressions (pinned below, as ``tests/test_flash_lanes.py`` pins the mma.sync ke
 from __future__ import annotations
 
 import pathlib
-import re
 
 import numpy as np
 import pytest
+from test_flash_lanes import _normal  # comments dropped, whitespace folded
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "kernels" / "cuda" / "flash_attention_sm90.cu"
@@ -46,12 +46,6 @@ PINS = [
     "mbar_arrive(emptyV + 8 * (s ^ 1u));",
     "mbar_wait(fullV + 8 * (n & 1u), (n >> 1) & 1u);",
 ]
-
-
-def _normal(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
-    text = "\n".join(re.sub(r"//.*", "", ln) for ln in text.splitlines())
-    return re.sub(r"\s+", " ", text)
 
 
 def test_the_mirrored_source_lines_are_there():
