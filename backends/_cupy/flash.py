@@ -263,41 +263,43 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
                   dropout=None, want_lse=True):
     """The tensor-core forward with ``tile`` (head dims of q, k, v equal, 64 or 128;
     ``benchmarks/probe_flash.py`` times tiles other than :data:`TILES` through it)."""
-    device = q.device
-    lead, sq, d, _ = _dims(q, k)
-    with device:
-        q, k, v = _readable(q, k, v)
-        out = _kernels.empty(lead + (sq, d), q.dtype)
-        lse = _kernels.empty(lead + (sq,), _F32)
-        bh = math.prod(lead)
-        if bh and sq:
-            blocks = -(-sq // tile.rows)
-            args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout)
-            _launch(device, kernel_name("fwd", q.dtype.name, d, tile, dropout is not None),
-                    shared_bytes("fwd", d, tile), bh * blocks, args + (out, lse))
-    return out, (lse if want_lse else None)
+    return _forward(q, k, v, mask, tile.rows,
+                    lambda dt, d, drop: (kernel_name("fwd", dt, d, tile, drop),
+                                         shared_bytes("fwd", d, tile)),
+                    scale=scale, causal=causal, window=window, dropout=dropout,
+                    want_lse=want_lse)
 
 
 def forward_sm90(bn: int, q, k, v, mask=None, *, scale, causal=None, window=None,
                  dropout=None, want_lse=True):
     """The wgmma forward (compute capability 9.0) with ``bn`` keys a tile (head dims of q,
     k, v equal, 64 or 128); the same arguments and results as :func:`forward_tiled`."""
-    device = q.device
-    lead, sq, d, _ = _dims(q, k)
     if not _wgmma(q):
         raise ValueError(f"attention_fwd: the wgmma kernel needs a device of compute "
-                         f"capability 9.0. Received: {device.compute_capability}")
+                         f"capability 9.0. Received: {q.device.compute_capability}")
+    return _forward(q, k, v, mask, SM90_ROWS,
+                    lambda dt, d, drop: (sm90_name(dt, d, bn, drop), sm90_shared_bytes(d, bn)),
+                    scale=scale, causal=causal, window=window, dropout=dropout,
+                    want_lse=want_lse, file=SM90_FILE, threads=SM90_THREADS)
+
+
+def _forward(q, k, v, mask, rows, kernel, *, scale, causal, window, dropout, want_lse,
+             **launch):
+    """Either forward kernel's launch: ``rows`` query rows a block, ``kernel(dtype name,
+    d, dropout on) -> (instance name, dynamic shared bytes)``, ``launch`` the file and
+    threads of :func:`_launch`."""
+    device = q.device
+    lead, sq, d, _ = _dims(q, k)
     with device:
         q, k, v = _readable(q, k, v)
         out = _kernels.empty(lead + (sq, d), q.dtype)
         lse = _kernels.empty(lead + (sq,), _F32)
         bh = math.prod(lead)
         if bh and sq:
-            blocks = -(-sq // SM90_ROWS)
+            blocks = -(-sq // rows)
             args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout)
-            _launch(device, sm90_name(q.dtype.name, d, bn, dropout is not None),
-                    sm90_shared_bytes(d, bn), bh * blocks, args + (out, lse),
-                    file=SM90_FILE, threads=SM90_THREADS)
+            name, smem = kernel(q.dtype.name, d, dropout is not None)
+            _launch(device, name, smem, bh * blocks, args + (out, lse), **launch)
     return out, (lse if want_lse else None)
 
 
