@@ -164,18 +164,7 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
     const unsigned sV = sK + BN * D * 2;
 
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const long long bh = blockIdx.x / blocks_per_bh;
-    const int mb = blocks_per_bh - 1 - (int)(blockIdx.x - bh * blocks_per_bh);
-    const int i0 = mb * BM;
-    const long long *o = offs + bh * 8;
-    const unsigned short *qb = q + o[0];
-    const unsigned short *kb = k + o[1];
-    const unsigned short *vb = v + o[2];
-    const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
-    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
-
-    int t_begin, t_end;  // the key tiles the band leaves visible to rows [i0, i0 + BM)
-    vis.key_tiles(i0, BM, BN, t_begin, t_end);
+    TESSERA_FLASH_FWD_BLOCK(BM, BN);
 
     load_tile<D, BM>(sQ, qb, q_sr, i0, sq);
     if (t_begin < t_end)

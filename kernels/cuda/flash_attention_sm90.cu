@@ -241,18 +241,7 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
 
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const int wg = warp / 4;
-    const long long bh = blockIdx.x / blocks_per_bh;
-    const int mb = blocks_per_bh - 1 - (int)(blockIdx.x - bh * blocks_per_bh);
-    const int i0 = mb * BM;
-    const long long *o = offs + bh * 8;
-    const unsigned short *qb = q + o[0];
-    const unsigned short *kb = k + o[1];
-    const unsigned short *vb = v + o[2];
-    const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
-    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
-
-    int t_begin, t_end;  // the key tiles the band leaves visible to rows [i0, i0 + BM)
-    vis.key_tiles(i0, BM, BN, t_begin, t_end);
+    TESSERA_FLASH_FWD_BLOCK(BM, BN);
 
     // Stage s of K and of V (s = (t - t_begin) & 1) each have a barrier that completes
     // when every thread's copies into it have landed (full) and one that completes when

@@ -405,4 +405,22 @@ __device__ __forceinline__ void store_rows(unsigned short *dst, const float (&ac
         unsigned seed_lo, unsigned seed_hi, unsigned off_lo, unsigned off_hi,              \
         unsigned threshold, float keep_scale
 
+// A forward kernel's block, declared from TESSERA_FLASH_ARGS for blocks of BM query rows
+// and key tiles of BN: bh and the first row i0 (row blocks counted from the end: the
+// longest causal rows first), the bh's q, k, v (qb, kb, vb), its Visibility vis and the
+// dropout key, and the key tiles [t_begin, t_end) the band leaves visible to the rows.
+#define TESSERA_FLASH_FWD_BLOCK(BM, BN)                                                     \
+    const long long bh = blockIdx.x / blocks_per_bh;                                         \
+    const int mb = blocks_per_bh - 1 - (int)(blockIdx.x - bh * blocks_per_bh);              \
+    const int i0 = mb * (BM);                                                                \
+    const long long *o = offs + bh * 8;                                                      \
+    const unsigned short *qb = q + o[0];                                                     \
+    const unsigned short *kb = k + o[1];                                                     \
+    const unsigned short *vb = v + o[2];                                                     \
+    const tessera::flash::Visibility vis{sq, sk, mask_kind, bmask, amask, o[3],              \
+                                         m_sr, m_sc, lo, hi};                                \
+    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};              \
+    int t_begin, t_end;                                                                      \
+    vis.key_tiles(i0, (BM), (BN), t_begin, t_end)
+
 #endif  // TESSERA_FLASH_CUH
