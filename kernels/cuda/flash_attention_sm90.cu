@@ -322,8 +322,9 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
         float alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            alpha[h] = softmax_exp<DROP, NT>(s_[0], h, m[0], l[0], kbits, al4, bh, sq, sk,
-                                             i0 + wrow, j0, lane, key);
+            alpha[h] = softmax_exp<DROP, NT>(
+                s_[0], h, m[0], l[0],
+                QuadKeeps<NT>{kbits, al4, bh, sq, sk, i0 + wrow, j0, lane, key});
         wgmma_wait_all();  // P V_{t-1}: acc and pf free again
         keep_live(acc[0]);
         if (n >= 1)

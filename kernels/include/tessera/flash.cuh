@@ -284,23 +284,51 @@ template <int MT, int N> __device__ __forceinline__ void zero(float (&x)[MT][N][
             for (int c = 0; c < 4; ++c) x[a][b][c] = 0.0f;
 }
 
+// The dropout keep decisions of a warp's elements (rows r16 + g + 8h, columns j0 + 8b +
+// 2tq, + 1) where the mma.sync kernels compute them: from this lane's share of its quad's
+// blocks (row_blocks) when al4 (Sk % 4 == 0), otherwise by keep2. row(h) gives row half
+// h's decisions, rk(b, k0, k1) those of n-tile b.
+template <int NT> struct QuadKeeps {
+    const unsigned (&kbits)[NT];
+    bool al4;
+    long long bh;
+    int sq, sk, r16, j0, lane;
+    const PhiloxKey &key;
+
+    struct Row {
+        const QuadKeeps &q;
+        int h;
+        unsigned long long rowc;
+        __device__ __forceinline__ void operator()(int b, bool &k0, bool &k1) const
+        {
+            if (q.al4)
+                row_keep(q.kbits[b], h, q.lane, k0, k1);
+            else
+                keep2(rowc + (unsigned long long)(q.j0 + b * 8 + 2 * (q.lane & 3)), q.key, k0,
+                      k1);
+        }
+    };
+    __device__ __forceinline__ Row row(int h) const
+    {
+        const int i = r16 + (lane >> 2) + 8 * h;
+        return Row{*this, h,
+                   ((unsigned long long)bh * sq + (unsigned long long)i) *
+                       (unsigned long long)sk};
+    }
+};
+
 // One step of the online softmax for a warp's 16 rows r16 + g + 8h and the BN = 8 NT
 // keys from j0 of base-2 scores s (C layout), row half h by row half, in two parts.
 // softmax_exp: the running max m and sum l (the undropped sum) of rows g + 8h updated,
-// their s replaced by P = 2^(s - m') (zero where dropout does not keep it) and
+// their s replaced by P = 2^(s - m') (zero where dropout does not keep it: keep.row(h)(b,
+// k0, k1) gives the decisions of the lane's two elements of n-tile b, read when DROP) and
 // 2^(m - m') returned; it does not touch acc, so a P V product still running on acc may
 // overlap it. softmax_pack: those rows of acc (D = 8 DT columns) rescaled by that factor
 // and their P rounded to the input type into pf, the packed A fragments of P V.
-// kbits: this lane's share of its quad's dropout blocks (row_blocks), read when DROP and
-// al4 (Sk % 4 == 0); otherwise keep2 computes each pair's decisions.
-template <bool DROP, int NT>
+template <bool DROP, int NT, typename Keep>
 __device__ __forceinline__ float softmax_exp(float (&s)[NT][4], int h, float (&m)[2],
-                                             float (&l)[2], const unsigned (&kbits)[NT],
-                                             bool al4, long long bh, int sq, int sk, int r16,
-                                             int j0, int lane, const PhiloxKey &key)
+                                             float (&l)[2], const Keep &keep)
 {
-    const int g = lane >> 2, tq = lane & 3;
-    const int i = r16 + g + 8 * h;
     float mx = m[h];
 #pragma unroll
     for (int b = 0; b < NT; ++b) {
@@ -315,8 +343,7 @@ __device__ __forceinline__ float softmax_exp(float (&s)[NT][4], int h, float (&m
     const float alpha = exp2_(m[h] - mu);
     m[h] = mx;
     float rs = 0.0f;
-    const unsigned long long rowc =
-        ((unsigned long long)bh * sq + (unsigned long long)i) * (unsigned long long)sk;
+    const auto rk = keep.row(h);
 #pragma unroll
     for (int b = 0; b < NT; ++b) {
         float p0 = exp2_(s[b][2 * h] - mu);
@@ -324,11 +351,7 @@ __device__ __forceinline__ float softmax_exp(float (&s)[NT][4], int h, float (&m
         rs += p0 + p1;
         if (DROP) {
             bool k0, k1;
-            if (al4) {
-                row_keep(kbits[b], h, lane, k0, k1);
-            } else {
-                keep2(rowc + (unsigned long long)(j0 + b * 8 + 2 * tq), key, k0, k1);
-            }
+            rk(b, k0, k1);
             p0 = k0 ? p0 : 0.0f;
             p1 = k1 ? p1 : 0.0f;
         }
@@ -363,8 +386,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&acc)[DT]
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const float alpha =
-            softmax_exp<DROP, NT>(s, h, m, l, kbits, al4, bh, sq, sk, r16, j0, lane, key);
+        const float alpha = softmax_exp<DROP, NT>(
+            s, h, m, l, QuadKeeps<NT>{kbits, al4, bh, sq, sk, r16, j0, lane, key});
         softmax_pack<E, NT, DT>(s, h, acc, alpha, pf);
     }
 }
