@@ -15,6 +15,9 @@ Without the cuda backend the module is skipped with the reason; with
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import _gate
 import numpy as np
 import pytest
@@ -177,19 +180,22 @@ def test_each_forward_kernel_long(sq, sk, dt, kind, no_general_path):
 @pytest.mark.parametrize("kind", ["mma", "wgmma"])
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
 @pytest.mark.parametrize("d", sorted(flash.TILES))
-@pytest.mark.parametrize("sk", [None, 250])
-def test_each_forward_kernel_keeps_the_cpu_mask(dt, d, sk, kind, no_general_path):
-    """As test_dropout_keeps_exactly_the_cpu_mask, for each kernel by name; Sk = 250 (not a
-    multiple of 4: each pair's own Philox blocks) with V's first D rows the identity."""
+@pytest.mark.parametrize("sq, sk, at", [(77, None, 0), (77, 250, 0), (300, 1000, 640)])
+def test_each_forward_kernel_keeps_the_cpu_mask(dt, d, sq, sk, at, kind, no_general_path):
+    """As test_dropout_keeps_exactly_the_cpu_mask, for each kernel by name, with V's rows
+    at .. at + D the identity (out != 0 where keys at + c are kept). Sk = 250: not a
+    multiple of 4 (each pair's own Philox blocks); Sk = 1000, at = 640: the sixth key
+    tile of the wgmma kernel (its keep words' ring of four stages turned once), three row
+    blocks."""
     p, seed, offset = 0.3, 2**40 + 17, 77
     n = d if sk is None else sk
-    pb = Problem(8, dtype=dt, B=2, Hkv=2, G=2, Sq=77, Sk=n, D=d, dropout=(p, seed, offset))
+    pb = Problem(8, dtype=dt, B=2, Hkv=2, G=2, Sq=sq, Sk=n, D=d, dropout=(p, seed, offset))
     pb.q[...] = 0
     pb.v[...] = 0
-    pb.v[..., :d, :] = np.eye(d, dtype=pb.dtype)
+    pb.v[..., at:at + d, :] = np.eye(d, dtype=pb.dtype)
     out, _ = run_fwd(pb, fwd=forward_kernel(kind))
     keep = np_philox.dropout_mask(pb.score_shape(), seed, offset, pb.threshold())
-    assert np.array_equal(out.reshape(keep.shape[:-1] + (d,)) != 0, keep[..., :d])
+    assert np.array_equal(out.reshape(keep.shape[:-1] + (d,)) != 0, keep[..., at:at + d])
 
 
 @pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
@@ -294,6 +300,26 @@ def test_routing_table_is_pinned():
         for dt in ("float16", "bfloat16"):
             for drop in (False, True):
                 assert (flash.SM90_FILE, flash.sm90_name(dt, d, bn, drop)) in flash.instances(32)
+
+
+@pytest.mark.parametrize("d", sorted(flash.SM90_BN))
+def test_wgmma_dropout_block_holds_setmaxnreg_split(d):
+    """The dropout instances of the wgmma forward run sm90_threads(True) threads at the
+    register count setmaxnreg's split is sized for (the kernel's LAUNCH_REGS): a block
+    launched at fewer would wait forever in setmaxnreg.inc."""
+    forward_kernel("wgmma")  # skips without wgmma
+    text = (pathlib.Path(__file__).resolve().parents[1] / "kernels" / "cuda"
+            / flash.SM90_FILE).read_text()
+    soft, keep = map(int, re.search(
+        r"SOFTMAX_REGS = (\d+), KEEP_REGS = (\d+);", text).groups())
+    threads = flash.sm90_threads(True)
+    assert threads == flash.SM90_THREADS + flash.SM90_KEEP_THREADS
+    for dt in ("float16", "bfloat16"):
+        fn = _kernels.function(flash.SM90_FILE, flash.sm90_name(dt, d, flash.SM90_BN[d], True),
+                               cupy.cuda.Device(0))
+        regs = cupy.cuda.driver.funcGetAttribute(4, fn.ptr)  # CU_FUNC_ATTRIBUTE_NUM_REGS
+        assert regs == (65536 // threads) & ~7, regs
+        assert flash.SM90_THREADS * soft + flash.SM90_KEEP_THREADS * keep <= threads * regs
 
 
 def test_forward_routing(monkeypatch):

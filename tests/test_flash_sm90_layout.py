@@ -12,7 +12,12 @@ expressions (pinned below, as ``tests/test_flash_lanes.py`` pins the mma.sync ke
 - the stage hand-over: the two warpgroups, run in every interleaving a random scheduler
   draws, by the kernel's waits and arrivals on the full and empty mbarriers (the
   parities it names), never deadlock, never read a stage before its copies landed and
-  never refill one a warpgroup still reads.
+  never refill one a warpgroup still reads;
+- the dropout warpgroup: the keep words it makes (``keep_words``, from the Philox blocks
+  of the NumPy backend), decoded as a softmax thread decodes them (``WordKeeps``), are
+  the CPU's mask at every element of the thread's C layout, Sk % 4 zero or not; and its
+  ring of keep stages, run against both softmax warpgroups, neither deadlocks nor lets
+  a word be overwritten before both read it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from tessera_array.backends.numpy import philox
 from test_flash_lanes import _normal  # comments dropped, whitespace folded
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,6 +51,24 @@ PINS = [
     "mbar_arrive(emptyK + 8 * s);",
     "mbar_arrive(emptyV + 8 * (s ^ 1u));",
     "mbar_wait(fullV + 8 * (n & 1u), (n >> 1) & 1u);",
+    # the keep words: the dropout warpgroup's rows, runs and bits, a softmax thread's read
+    "const int r0 = i0 + 16 * (x >> 4) + ((x >> 1) & 7), hq = x & 1;",
+    "unsigned *dst = kwords + 2 * x * NW;",
+    "(unsigned long long)(j0 + 64 * v + 4 * hq);",
+    "const unsigned k4 = keep_run4<AL4>(c0 + 8 * b, key);",
+    "const int sh = 4 * b + 2 * hr;",
+    "w[0][v] |= (k4 & 3u) << sh;",
+    "w[1][v] |= ((k4 >> 2) & 3u) << sh;",
+    "return ((lo | keep_bits4(c + 4, key) << 4) >> r) & 0xFu;",
+    "for (int v = 0; v < NW; ++v) dst[st * NW * THREADS + e * NW + v] = w[e][v];",
+    "keep.w[v] = kwords[st * NW * THREADS + threadIdx.x * NW + v];",
+    "const unsigned x = w[b >> 3] >> (4 * (b & 7));",
+    "for (int v = 0; v < NT / 8; ++v) r.w[v] = w[v] >> (2 * h);",
+    # the keep ring's hand-over
+    "mbar_wait(keepEmpty + 8 * st, (n / KEEP_STAGES - 1) & 1u);",
+    "mbar_arrive(keepFull + 8 * st);",
+    "mbar_wait(keepFull + 8 * st, (n / KEEP_STAGES) & 1u);",
+    "mbar_arrive(keepEmpty + 8 * st);",
 ]
 
 
@@ -237,3 +261,128 @@ def test_the_model_catches_a_wrong_parity():
     with pytest.raises(AssertionError):
         for _ in range(300):
             _run(prog, rng)
+
+
+# ---- the dropout warpgroup's keep words ---------------------------------------------------
+
+THREADS, KEEP_THREADS = 256, 128  # the kernel's (pinned), the launcher's threads
+
+
+def test_the_launcher_launches_the_dropout_warpgroup():
+    from tessera_array.backends._cupy import flash
+
+    text = _normal(SOURCE.read_text())
+    for line in ("constexpr int THREADS = WG * 4 * WARP;", "constexpr int WG = 2;",
+                 "constexpr int KEEP_THREADS = 4 * WARP;",
+                 "constexpr int DROP_THREADS = THREADS + KEEP_THREADS;"):
+        assert _normal(line) in text, line
+    assert flash.sm90_threads(False) == THREADS == flash.SM90_THREADS
+    assert flash.sm90_threads(True) == THREADS + KEEP_THREADS
+
+
+def _bits4(c, seed, offset, threshold):
+    """keep_bits4: bit w set where word w of Philox block c >> 2 is >= threshold."""
+    u = philox._blocks(np.array([c >> 2], dtype=np.uint64), 1, offset, seed)[0]
+    return sum(1 << w for w in range(4) if int(u[w]) >= threshold)
+
+
+def _run4(c, seed, offset, threshold):
+    """keep_run4<false>: the keep bits of counters c .. c + 3, for any c."""
+    lo = _bits4(c, seed, offset, threshold)
+    r = c & 3
+    if r == 0:
+        return lo
+    return ((lo | _bits4(c + 4, seed, offset, threshold) << 4) >> r) & 0xF
+
+
+def _keep_words(x, bh, sq, sk, i0, j0, nt, seed, offset, threshold):
+    """keep_words of dropout thread x: {softmax thread: its NT / 8 words}."""
+    r0 = i0 + 16 * (x >> 4) + ((x >> 1) & 7)
+    hq = x & 1
+    w = [[0] * (nt // 8) for _ in range(2)]
+    for v in range(nt // 8):
+        for hr in range(2):
+            c0 = (bh * sq + r0 + 8 * hr) * sk + j0 + 64 * v + 4 * hq
+            for b in range(8):
+                k4 = _run4(c0 + 8 * b, seed, offset, threshold)
+                sh = 4 * b + 2 * hr
+                w[0][v] |= (k4 & 3) << sh
+                w[1][v] |= ((k4 >> 2) & 3) << sh
+    return {2 * x: w[0], 2 * x + 1: w[1]}
+
+
+@pytest.mark.parametrize("sk", [256, 250])  # Sk % 4 == 0 and not (keep_run4's two paths)
+def test_keep_words_decode_to_the_cpu_mask(sk):
+    seed, offset, threshold = 0x9E3779B97F4A7C15, 12345, int(0.3 * 2**32)
+    bh, sq, i0, j0, nt = 1, 300, 128, 128, 16  # the second row block, the second key tile
+    mask = philox.dropout_mask((2, sq, sk), seed, offset, threshold)[bh]
+    words = {}
+    for x in range(KEEP_THREADS):
+        words.update(_keep_words(x, bh, sq, sk, i0, j0, nt, seed, offset, threshold))
+    assert sorted(words) == list(range(THREADS))  # each softmax thread's words, once
+    checked = 0
+    for t, w in words.items():  # WordKeeps, as softmax thread t reads its elements
+        warp, lane = t // 32, t % 32
+        g, tq = lane >> 2, lane & 3
+        for h in range(2):
+            row = [v >> (2 * h) for v in w]
+            for b in range(nt):
+                bits = row[b >> 3] >> (4 * (b & 7))
+                for e in range(2):
+                    i, j = i0 + 16 * warp + g + 8 * h, j0 + 8 * b + 2 * tq + e
+                    if j < sk:
+                        assert bool(bits >> e & 1) == mask[i, j], (t, h, b, e)
+                        checked += 1
+    assert checked == 128 * min(128, sk - j0)
+
+
+def _keep_ring(t_count, stages, wrong=False):
+    """The keep ring's steps: the dropout warpgroup's (agent 2) and each softmax
+    warpgroup's (agents 0, 1), in the kernel's order."""
+    producer, consumer = [], []
+    for n in range(t_count):
+        st = n % stages
+        if n >= stages:
+            producer.append(("wait", "empty", st, (n // stages - 1 + wrong) & 1))
+        producer += [("write", None, st, n), ("arrive", "full", st, n)]
+        consumer += [("wait", "full", st, (n // stages) & 1), ("read", None, st, n),
+                     ("arrive", "empty", st, n)]
+    return [consumer, consumer, producer]
+
+
+def _run_ring(progs, stages, rng):
+    full = [Barrier(1) for _ in range(stages)]  # one arrival an agent (a warpgroup)
+    empty = [Barrier(2) for _ in range(stages)]
+    bars = {"full": full, "empty": empty}
+    held, reads = {}, {}  # stage -> the tile its words are for, softmax reads of them
+    pcs = [0] * len(progs)
+    while any(pc < len(p) for pc, p in zip(pcs, progs)):
+        ready = [a for a, p in enumerate(progs) if pcs[a] < len(p)
+                 and (p[pcs[a]][0] != "wait" or bars[p[pcs[a]][1]][p[pcs[a]][2]].done(
+                     p[pcs[a]][3]))]
+        assert ready, "deadlock"
+        a = ready[int(rng.integers(len(ready)))]
+        op, kind, st, x = progs[a][pcs[a]]
+        if op == "write":
+            assert st not in held or reads[st] == 2, (st, held.get(st), x)
+            held[st], reads[st] = x, 0
+        elif op == "read":
+            assert held.get(st) == x, (st, held.get(st), x)
+            reads[st] += 1
+        elif op == "arrive":
+            bars[kind][st].arrive()
+        pcs[a] += 1
+
+
+@pytest.mark.parametrize("t_count", [1, 3, 4, 5, 9, 16])
+def test_keep_ring_never_deadlocks_nor_races(t_count):
+    rng = np.random.default_rng(t_count)
+    for _ in range(300):
+        _run_ring(_keep_ring(t_count, 4), 4, rng)
+
+
+def test_the_keep_ring_model_catches_a_wrong_parity():
+    rng = np.random.default_rng(0)
+    with pytest.raises(AssertionError):
+        for _ in range(300):
+            _run_ring(_keep_ring(12, 4, wrong=True), 4, rng)

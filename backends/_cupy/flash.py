@@ -47,13 +47,15 @@ called, not inlined (``keep2``): p 0.1, 117-121 -> 141 TFLOP/s (D 128), 78 -> 10
 The wgmma forward (capability 9.0), one H100, ``probe_flash --wgmma-only --quick``
 (TFLOP/s bf16 without / with dropout 0.1, torch's SDPA in the same run; registers sm_90a,
 no spills). BN 128 (:data:`SM90_BN`): 4-11% over 64 without dropout, within 4% with it.
+Dropout's keep bits come from a third warpgroup (:data:`SM90_KEEP_THREADS`), not the
+softmax's loop: 178 -> 192 at D 128, 112 -> 113 at D 64 (same run; benchmarks/NOTES.md).
 
-========  ==========  ==========  ==========
+========  ==========  ==========  ======================
 D, BN     tessera     torch       registers
-========  ==========  ==========  ==========
-128, 128  357 / 175   328 / 262   254 / 255
-64, 128   220 / 106   271 / 204   218 / 252
-========  ==========  ==========  ==========
+========  ==========  ==========  ======================
+128, 128  364 / 192   332 / 265   254 / 168 (224 + 56)
+64, 128   226 / 113   278 / 209   218 / 168 (224 + 56)
+========  ==========  ==========  ======================
 
 Launches run on q's device's current stream; only an offset table's first upload syncs.
 """
@@ -78,7 +80,7 @@ from .attention import attention_fwd as _fwd_tiled
 
 __all__ = ["DKDV_TILES", "DQ_TILES", "SM90_BN", "TILES", "Tile", "attention_bwd",
            "attention_fwd", "backward_tiled", "forward_sm90", "forward_tiled", "instances",
-           "register", "shared_bytes", "sm90_name", "sm90_shared_bytes"]
+           "register", "shared_bytes", "sm90_name", "sm90_shared_bytes", "sm90_threads"]
 
 FILE = "flash_attention.cu"
 COMPILERS = ("nvcc",)  # PTX mma.sync / ldmatrix / cp.async: NVIDIA only (.ci/compile-kernels)
@@ -91,6 +93,7 @@ SM90_FILE = "flash_attention_sm90.cu"
 FILES = (FILE, SM90_FILE)  # the family's sources (.ci/compile-kernels' no-spill check)
 SM90_CC = 90  # wgmma: compiled for sm_90a, which runs on compute capability 9.0 alone
 SM90_THREADS = 256  # two warpgroups a block (flash_attention_sm90.cu's THREADS)
+SM90_KEEP_THREADS = 128  # with dropout, a third: the keep bits (its KEEP_THREADS)
 SM90_ROWS = 128  # query rows a block (its BM)
 # head dim -> keys a tile of the wgmma forward (the module docstring's table)
 SM90_BN = {64: 128, 128: 128}
@@ -140,6 +143,12 @@ def sm90_shared_bytes(d: int, bn: int) -> int:
     """Dynamic shared memory of the wgmma forward: Q, two K and two V tiles of d 16-bit
     columns, and 1024 bytes to align them to the swizzle's 1024-byte atoms."""
     return 1024 + (SM90_ROWS + 4 * bn) * d * 2
+
+
+def sm90_threads(dropout: bool) -> int:
+    """Threads a block of the wgmma forward: two softmax warpgroups, and with dropout the
+    warpgroup that computes the keep bits beside them."""
+    return SM90_THREADS + (SM90_KEEP_THREADS if dropout else 0)
 
 
 def delta_name(dtype_name: str, d: int) -> str:
@@ -265,7 +274,7 @@ def forward_tiled(tile: Tile, q, k, v, mask=None, *, scale, causal=None, window=
     ``benchmarks/probe_flash.py`` times tiles other than :data:`TILES` through it)."""
     return _forward(q, k, v, mask, tile.rows,
                     lambda dt, d, drop: (kernel_name("fwd", dt, d, tile, drop),
-                                         shared_bytes("fwd", d, tile)),
+                                         shared_bytes("fwd", d, tile), NW * MMA_WARP),
                     scale=scale, causal=causal, window=window, dropout=dropout,
                     want_lse=want_lse)
 
@@ -278,16 +287,17 @@ def forward_sm90(bn: int, q, k, v, mask=None, *, scale, causal=None, window=None
         raise ValueError(f"attention_fwd: the wgmma kernel needs a device of compute "
                          f"capability 9.0. Received: {q.device.compute_capability}")
     return _forward(q, k, v, mask, SM90_ROWS,
-                    lambda dt, d, drop: (sm90_name(dt, d, bn, drop), sm90_shared_bytes(d, bn)),
+                    lambda dt, d, drop: (sm90_name(dt, d, bn, drop), sm90_shared_bytes(d, bn),
+                                         sm90_threads(drop)),
                     scale=scale, causal=causal, window=window, dropout=dropout,
-                    want_lse=want_lse, file=SM90_FILE, threads=SM90_THREADS)
+                    want_lse=want_lse, file=SM90_FILE)
 
 
 def _forward(q, k, v, mask, rows, kernel, *, scale, causal, window, dropout, want_lse,
              **launch):
     """Either forward kernel's launch: ``rows`` query rows a block, ``kernel(dtype name,
-    d, dropout on) -> (instance name, dynamic shared bytes)``, ``launch`` the file and
-    threads of :func:`_launch`."""
+    d, dropout on) -> (instance name, dynamic shared bytes, threads)``, ``launch`` the file
+    of :func:`_launch`."""
     device = q.device
     lead, sq, d, _ = _dims(q, k)
     with device:
@@ -298,8 +308,9 @@ def _forward(q, k, v, mask, rows, kernel, *, scale, causal, window, dropout, wan
         if bh and sq:
             blocks = -(-sq // rows)
             args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout)
-            name, smem = kernel(q.dtype.name, d, dropout is not None)
-            _launch(device, name, smem, bh * blocks, args + (out, lse), **launch)
+            name, smem, threads = kernel(q.dtype.name, d, dropout is not None)
+            _launch(device, name, smem, bh * blocks, args + (out, lse), threads=threads,
+                    **launch)
     return out, (lse if want_lse else None)
 
 

@@ -13,7 +13,8 @@
 // Layout and strides: as tessera_flash_fwd (q, k, v rows 16-byte aligned, unit column
 //   stride, per-bh offsets from the launcher's table; out (BH, Sq, D), lse (BH, Sq)
 //   float32, C-contiguous).
-// Launch geometry: blocks of WG = 2 warpgroups (256 threads); warpgroup w owns the 64
+// Launch geometry: blocks of WG = 2 warpgroups (256 threads; with dropout a third, the
+//   keep bits': DROP_THREADS); warpgroup w owns the 64
 //   query rows [i0 + 64 w, + 64) of the block's BM = 128; 1-D grid of BH * ceil(Sq / BM)
 //   blocks, a block's row block counted from the end (the longest causal rows first).
 //   Dynamic shared memory 1024 + (BM + 4 BN) D 2 bytes: the Q tile and two K and two V
@@ -23,11 +24,15 @@
 //   S = Q K^T), V N-major (imm-trans-b: the 16 x D operand of P V, keys as K).
 //   Static shared memory: eight mbarriers, a full and an empty one for each K and V
 //   stage (full: every thread's copies into it landed; empty: every thread's products
-//   reading it done), so no block-wide barrier runs inside the loop.
+//   reading it done), so no block-wide barrier runs inside the loop. With dropout, 8 KB
+//   more: KEEP_STAGES stages of keep words (keep_words), each with a full and an empty
+//   mbarrier.
 //   Pipeline: iteration t fetches K_{t+1} and V_t (cp.async), issues S_t = Q K_t^T and
-//   then O += P_{t-1} V_{t-1}, computes tile t's dropout blocks (Philox, independent of
-//   S) while both run, waits for S_t and takes the softmax's exponentials while
-//   P_{t-1} V_{t-1} runs, then waits for it, rescales O and packs P_t.
+//   then O += P_{t-1} V_{t-1}, reads tile t's keep words while both run, waits for S_t
+//   and takes the softmax's exponentials while P_{t-1} V_{t-1} runs, then waits for it,
+//   rescales O and packs P_t. The dropout warpgroup computes the keep words (Philox)
+//   up to KEEP_STAGES tiles ahead, at KEEP_REGS registers a thread: setmaxnreg gives the
+//   rest to the softmax warpgroups (SOFTMAX_REGS).
 // Accumulation: float32 (wgmma m64nNk16, f32 accumulators); P in registers as the A
 //   operand of P V (the accumulator's layout is the A fragment's: no shared round trip).
 // Numerical caveats: as tessera_flash_fwd (ex2.approx; the dot products in the tensor
@@ -45,9 +50,22 @@ namespace tessera {
 namespace flash {
 namespace sm90 {
 
-constexpr int WG = 2;               // warpgroups a block
+constexpr int WG = 2;               // warpgroups a block (the softmax's)
 constexpr int THREADS = WG * 4 * WARP;
 constexpr int BM = 64 * WG;         // query rows a block
+// With dropout a third warpgroup computes the keep bits (keep_words) into KEEP_STAGES
+// shared stages a tile ahead of the softmax, so its Philox work runs beside the two
+// softmax warpgroups instead of in their loop; setmaxnreg moves the registers to them.
+constexpr int KEEP_THREADS = 4 * WARP;
+constexpr int KEEP_STAGES = 4;
+constexpr int DROP_THREADS = THREADS + KEEP_THREADS;  // a block with dropout
+// setmaxnreg moves registers inside the block's allocation, launched at the register count
+// __launch_bounds__ allows (65536 / 384, rounded down to 8: 168): the split may not exceed
+// it (an increase past it would wait forever).
+constexpr unsigned LAUNCH_REGS = (65536u / DROP_THREADS) & ~7u;
+constexpr unsigned SOFTMAX_REGS = 224, KEEP_REGS = 56;
+static_assert(THREADS * SOFTMAX_REGS + KEEP_THREADS * KEEP_REGS <= DROP_THREADS * LAUNCH_REGS,
+              "setmaxnreg's split of the block's registers");
 
 // Byte offset of 16-byte chunk c of row r in a tile of R rows and D 16-bit columns
 // stored as D / 64 column blocks of R 128-byte rows, 128-byte swizzled.
@@ -138,6 +156,80 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
                  : "memory");
 }
 
+// The keep bits of counters c .. c + 3 of the dropout stream (bit w: counter c + w kept),
+// for any c (two Philox blocks where c is not a multiple of 4).
+template <bool AL4>
+__device__ __forceinline__ unsigned keep_run4(unsigned long long c, const PhiloxKey &key)
+{
+    const unsigned lo = keep_bits4(c, key);
+    const unsigned r = (unsigned)(c & 3);
+    if (AL4 || r == 0)
+        return lo;
+    return ((lo | keep_bits4(c + 4, key) << 4) >> r) & 0xFu;
+}
+
+// The dropout warpgroup's work for the tile of keys from j0: its thread x (0 .. 127) makes
+// the keep words of softmax threads 32 w + 4 g + 2 hq and + 1 (w = x / 16, g = (x / 2) % 8,
+// hq = x % 2): rows r0 = i0 + 16 w + g and r0 + 8 (hr 0, 1), columns j0 + 8 b + 4 hq + 0 .. 3
+// (one run of four counters, the first two the first thread's, C layout columns 2 tq, + 1).
+// Word v of a softmax thread holds its n-tiles 8 v .. 8 v + 7: bit 4 (b % 8) + 2 hr + e
+// keeps element (row g + 8 hr, column 8 b + 2 tq + e), the C layout's register order.
+template <int NT, bool AL4>
+__device__ __forceinline__ void keep_words(unsigned (&w)[2][NT / 8], long long bh, int sq,
+                                           int sk, int r0, int j0, int hq, const PhiloxKey &key)
+{
+#pragma unroll
+    for (int v = 0; v < NT / 8; ++v) {
+        w[0][v] = w[1][v] = 0u;
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const unsigned long long c0 =
+                ((unsigned long long)bh * sq + (unsigned long long)(r0 + 8 * hr)) *
+                    (unsigned long long)sk +
+                (unsigned long long)(j0 + 64 * v + 4 * hq);
+#pragma unroll 4
+            for (int b = 0; b < 8; ++b) {
+                const unsigned k4 = keep_run4<AL4>(c0 + 8 * b, key);
+                const int sh = 4 * b + 2 * hr;
+                w[0][v] |= (k4 & 3u) << sh;
+                w[1][v] |= ((k4 >> 2) & 3u) << sh;
+            }
+        }
+    }
+}
+
+// A softmax thread's keep decisions from its keep words (keep_words' layout), the
+// interface of QuadKeeps (tessera/flash.cuh).
+template <int NT> struct WordKeeps {
+    unsigned w[NT / 8];
+
+    struct Row {
+        unsigned w[NT / 8];
+        __device__ __forceinline__ void operator()(int b, bool &k0, bool &k1) const
+        {
+            const unsigned x = w[b >> 3] >> (4 * (b & 7));
+            k0 = (x & 1u) != 0u;
+            k1 = (x & 2u) != 0u;
+        }
+    };
+    __device__ __forceinline__ Row row(int h) const
+    {
+        Row r;
+#pragma unroll
+        for (int v = 0; v < NT / 8; ++v) r.w[v] = w[v] >> (2 * h);
+        return r;
+    }
+};
+
+template <unsigned N> __device__ __forceinline__ void setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <unsigned N> __device__ __forceinline__ void setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // The accumulator of one thread, N / 2 registers, as asm operands %0 .. %(N / 2 - 1)
@@ -223,7 +315,7 @@ __device__ __forceinline__ void pv(float (&acc)[1][DT][4], const unsigned (&pf)[
 }  // namespace tessera
 
 template <typename E, int D, int BN, bool DROP>
-__global__ void __launch_bounds__(tessera::flash::sm90::THREADS, 1)
+__global__ void __launch_bounds__(DROP ? tessera::flash::sm90::DROP_THREADS : tessera::flash::sm90::THREADS, 1)
 tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
                        float *__restrict__ lse)
 {
@@ -249,13 +341,49 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     // it reads and, before refilling a stage, for both warpgroups to be done with it: not
     // for the other warpgroup's softmax, so the two may drift apart by up to a tile and one
     // warpgroup's products run while the other's integer and exponential work does.
-    __shared__ __align__(8) unsigned long long bars[8];
-    // two 8-byte barriers (stages 0 and 1) for each of full K, full V, empty K, empty V
+    __shared__ __align__(8) unsigned long long bars[8 + 2 * KEEP_STAGES];
+    // two 8-byte barriers (stages 0 and 1) for each of full K, full V, empty K, empty V;
+    // with dropout, a full and an empty one for each keep stage (full: the dropout
+    // warpgroup's words written; empty: every softmax thread's read)
     const unsigned fullK = smem_addr(bars), fullV = fullK + 2 * 8, emptyK = fullK + 4 * 8,
-                   emptyV = fullK + 6 * 8;
-    if (threadIdx.x == 0)
+                   emptyV = fullK + 6 * 8, keepFull = fullK + 8 * 8,
+                   keepEmpty = keepFull + KEEP_STAGES * 8;
+    constexpr int NW = NT / 8;  // keep words a softmax thread a tile
+    __shared__ unsigned kwords[DROP ? KEEP_STAGES * NW * THREADS : 1];
+    if (threadIdx.x == 0) {
         for (int i = 0; i < 8; ++i) mbar_init(fullK + 8 * i, THREADS);
+        if (DROP)
+            for (int i = 0; i < KEEP_STAGES; ++i) {
+                mbar_init(keepFull + 8 * i, KEEP_THREADS);
+                mbar_init(keepEmpty + 8 * i, THREADS);
+            }
+    }
     __syncthreads();
+    if (DROP) {
+        if (threadIdx.x >= THREADS) {  // the dropout warpgroup
+            setmaxnreg_dec<KEEP_REGS>();
+            const int x = threadIdx.x - THREADS;
+            const int r0 = i0 + 16 * (x >> 4) + ((x >> 1) & 7), hq = x & 1;
+            unsigned *dst = kwords + 2 * x * NW;  // softmax threads 2 x = 32 w + 4 g + 2 hq, + 1
+            for (int t = t_begin; t < t_end; ++t) {
+                const unsigned n = (unsigned)(t - t_begin), st = n % KEEP_STAGES;
+                unsigned w[2][NW];
+                if ((sk & 3) == 0)
+                    keep_words<NT, true>(w, bh, sq, sk, r0, t * BN, hq, key);
+                else
+                    keep_words<NT, false>(w, bh, sq, sk, r0, t * BN, hq, key);
+                if (n >= KEEP_STAGES)
+                    mbar_wait(keepEmpty + 8 * st, (n / KEEP_STAGES - 1) & 1u);
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+#pragma unroll
+                    for (int v = 0; v < NW; ++v) dst[st * NW * THREADS + e * NW + v] = w[e][v];
+                mbar_arrive(keepFull + 8 * st);
+            }
+            return;
+        }
+        setmaxnreg_inc<SOFTMAX_REGS>();
+    }
     if (t_begin < t_end) {
         load_tile<D, BM>(sQ, qb, q_sr, i0, sq);
         load_tile<D, BN>(sK, kb, k_sr, t_begin * BN, sk);
@@ -269,12 +397,11 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     l[0][0] = l[0][1] = 0.0f;
     const float scale2 = scale * LOG2E;
     const int wrow = warp * 16;  // the warp's first row in the block (its warpgroup's 64)
-    const bool al4 = (sk & 3) == 0;
     const unsigned qa = sQ + wg * 64 * 128;  // the warpgroup's 64 rows of Q
     unsigned pf[NT][2];  // P of the last tile: the A operand of its P V
 
-    // Iteration t issues S_t = Q K_t^T and then P V_{t-1}, computes tile t's dropout
-    // blocks while both run, waits for S_t alone and runs the softmax's exponentials
+    // Iteration t issues S_t = Q K_t^T and then P V_{t-1}, reads tile t's keep words
+    // while both run, waits for S_t alone and runs the softmax's exponentials
     // while P V_{t-1} still runs, then waits for it and rescales O and packs P_t. Both
     // are waited for in the iteration that issues them (an accumulator in flight over
     // the loop's back edge makes ptxas serialize every wgmma: C7515).
@@ -309,9 +436,15 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
         if (n >= 1)
             pv<E, NT, DT>(acc, pf, sV + (s ^ 1u) * KV);  // O += P V_{t-1}
         wgmma_commit();
-        unsigned kbits[NT];  // while they run: this lane's share of the dropout blocks
-        if (DROP && al4)
-            row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
+        WordKeeps<NT> keep;  // while they run: this thread's keep words of tile t
+        if (DROP) {
+            const unsigned st = n % KEEP_STAGES;
+            mbar_wait(keepFull + 8 * st, (n / KEEP_STAGES) & 1u);
+#pragma unroll
+            for (int v = 0; v < NW; ++v)
+                keep.w[v] = kwords[st * NW * THREADS + threadIdx.x * NW + v];
+            mbar_arrive(keepEmpty + 8 * st);
+        }
         wgmma_wait_one();  // S_t
         keep_live(s_[0]);
         mbar_arrive(emptyK + 8 * s);
@@ -322,9 +455,7 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
         float alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            alpha[h] = softmax_exp<DROP, NT>(
-                s_[0], h, m[0], l[0],
-                QuadKeeps<NT>{kbits, al4, bh, sq, sk, i0 + wrow, j0, lane, key});
+            alpha[h] = softmax_exp<DROP, NT>(s_[0], h, m[0], l[0], keep);
         wgmma_wait_all();  // P V_{t-1}: acc and pf free again
         keep_live(acc[0]);
         if (n >= 1)
