@@ -30,7 +30,7 @@ D       forward (query rows)   dq (query rows)       dkdv (key rows)
 
 The forward's tiles on an H100 (TFLOP/s, B=8 H=16 S=2048, CUDA events, medians of 10;
 torch's SDPA in other runs: D 128 bf16 326, fp16 311; D 64 234, 232), once the masks' tests
-left the softmax's loop (``mask_scores`` in the kernel file):
+left the softmax's loop (``mask_scores``); (2, 32, 1) takes D 128 (no spills):
 
 =================  ====  ==========  ==========  ====================
 D, tile            bf16  fp16        bf16, p 0.1  registers (sm_90)
@@ -41,14 +41,11 @@ D, tile            bf16  fp16        bf16, p 0.1  registers (sm_90)
 64, (2, 64, 1)     218   217         79           250
 =================  ====  ==========  ==========  ====================
 
-(2, 32, 1) takes D 128 ((2, 64, 1)'s speed, no spills). Dropout's path for Sk % 4 != 0 is
-called, not inlined (``keep2``): p 0.1, 117-121 -> 141 TFLOP/s (D 128), 78 -> 104 (D 64).
-
 The wgmma forward (capability 9.0), one H100, ``probe_flash --wgmma-only --quick``
-(TFLOP/s bf16 without / with dropout 0.1, torch's SDPA in the same run; registers sm_90a,
-no spills). BN 128 (:data:`SM90_BN`): 4-11% over 64 without dropout, within 4% with it.
-Dropout's keep bits come from a third warpgroup (:data:`SM90_KEEP_THREADS`), not the
-softmax's loop: 178 -> 192 at D 128, 112 -> 113 at D 64 (same run; benchmarks/NOTES.md).
+(TFLOP/s bf16 without / with dropout 0.1, torch's SDPA in the same run; no spills). BN
+128 (:data:`SM90_BN`): 4-11% over 64 without dropout. Dropout's keep bits come from a
+third warpgroup (:data:`SM90_KEEP_THREADS`), not the softmax's loop: 178 -> 192 at D 128,
+112 -> 113 at D 64 (same run; benchmarks/NOTES.md).
 
 ========  ==========  ==========  ======================
 D, BN     tessera     torch       registers
