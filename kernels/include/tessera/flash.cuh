@@ -26,51 +26,43 @@ constexpr unsigned FULL = 0xffffffffu;  // every lane of the warp, for the *_syn
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
-struct f16 {
-    __device__ static __forceinline__ unsigned pack(float lo, float hi)
-    {
-        unsigned r;
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-        return r;
+// pack (two floats rounded to a packed pair, lo in the low half) and mma (m16n8k16, f32
+// accumulators) of the element type T, named as PTX names it.
+#define TESSERA_FLASH_ELEMENT_OPS(T)                                                      \
+    __device__ static __forceinline__ unsigned pack(float lo, float hi)                   \
+    {                                                                                     \
+        unsigned r;                                                                       \
+        asm("cvt.rn." #T "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));              \
+        return r;                                                                         \
+    }                                                                                     \
+    __device__ static __forceinline__ void mma(float(&c)[4], const unsigned(&a)[4],      \
+                                               unsigned b0, unsigned b1)                  \
+    {                                                                                     \
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." #T "." #T ".f32 "           \
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"    \
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                     \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));    \
     }
+
+struct f16 {
+    TESSERA_FLASH_ELEMENT_OPS(f16)
     __device__ static __forceinline__ float to_float(unsigned short h)
     {
         float f;
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
         return f;
     }
-    __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
-                                               unsigned b0, unsigned b1)
-    {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
 };
 
 struct bf16 {
-    __device__ static __forceinline__ unsigned pack(float lo, float hi)
-    {
-        unsigned r;
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-        return r;
-    }
+    TESSERA_FLASH_ELEMENT_OPS(bf16)
     __device__ static __forceinline__ float to_float(unsigned short h)
     {
         return __uint_as_float((unsigned)h << 16);
     }
-    __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
-                                               unsigned b0, unsigned b1)
-    {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
 };
+
+#undef TESSERA_FLASH_ELEMENT_OPS
 
 __device__ __forceinline__ unsigned smem_addr(const void *p)
 {
