@@ -114,11 +114,7 @@ def main(argv=None):
     off = (OFFSET & 0xFFFFFFFF, OFFSET >> 32)
 
     first, n = 2**33 - 5, 1000  # across a carry into the counter's high word
-    want = np_philox.philox4x32_10(
-        np.stack([(np.arange(n, dtype=np.uint64) + first).astype(np.uint32),
-                  ((np.arange(n, dtype=np.uint64) + first) >> np.uint64(32)).astype(np.uint32),
-                  np.full(n, off[0], np.uint32), np.full(n, off[1], np.uint32)], axis=1),
-        seed)
+    want = np_philox._blocks(np.array([first], dtype=np.uint64), n, OFFSET, SEED).reshape(n, 4)
     for vname, v in VARIANTS.items():
         got = cp.full((n, 4), 0xDEADBEEF, dtype=cp.uint32)  # poisoned
         mod.get_function(f"words<{v}>")(((n + 127) // 128,), (128,),
