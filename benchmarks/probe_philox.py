@@ -102,6 +102,11 @@ def main(argv=None):
     from tessera_array.backends._cupy import philox as cuda_philox
     from tessera_array.backends.numpy import philox as np_philox
 
+    import tessera_array as xp
+    from tessera_array import _dispatch
+
+    # a kernel lookup registers the cuda backend's kernels (and so its build stack)
+    _dispatch.lookup("attention_fwd", xp.zeros(1, device="cuda:0").device, xp.bfloat16)
     dev = cp.cuda.Device(0)
     sms = dev.attributes["MultiProcessorCount"]
     clock = dev.attributes["ClockRate"] * 1e3  # Hz, the reported (boost) clock
