@@ -2,9 +2,8 @@
 products, and the CUDA ``dropout_mask`` launcher's rate.
 
 The wgmma attention forward's dropout costs ~5,000 cycles a 128 x 128 tile on an H100
-whether the blocks run in the softmax's loop or in a warpgroup of their own
-(benchmarks/NOTES.md): about what 4,096 blocks of 20 ``IMAD.WIDE.U32`` take at 16 a
-clock a multiprocessor. This probe measures the blocks' rate alone:
+whether the blocks run in the softmax's loop or in a warpgroup of their own. This probe
+measures the blocks' rate alone (figures: benchmarks/NOTES.md, "Philox4x32-10's rate"):
 
 - ``wide``: ``tessera::philox4x32_10`` (``kernels/include/tessera/philox.cuh``): each
   product's high and low words from one ``IMAD.WIDE.U32``;

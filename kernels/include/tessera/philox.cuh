@@ -40,6 +40,10 @@ struct PhiloxKey {
     unsigned int seed_lo, seed_hi, off_lo, off_hi, threshold;
 };
 
+// Each round's two products come from one IMAD.WIDE.U32 each (ptxas's choice for a
+// product's high and low words together). The split form (IMAD.HI.U32 + IMAD, the same
+// bits) measured 0.77x this rate on an H100 with the pipe full, and no faster in one
+// warpgroup an SM (benchmarks/probe_philox.py; figures in benchmarks/NOTES.md).
 __device__ __forceinline__ uint4 philox4x32_10(uint4 x, uint2 k)
 {
 #pragma unroll
