@@ -291,10 +291,9 @@ def forward_sm90(bn: int, q, k, v, mask=None, *, scale, causal=None, window=None
 
 
 def _forward(q, k, v, mask, rows, kernel, *, scale, causal, window, dropout, want_lse,
-             **launch):
-    """Either forward kernel's launch: ``rows`` query rows a block, ``kernel(dtype name,
-    d, dropout on) -> (instance name, dynamic shared bytes, threads)``, ``launch`` the file
-    of :func:`_launch`."""
+             file=FILE):
+    """Either forward kernel's launch from ``file``: ``rows`` query rows a block,
+    ``kernel(dtype name, d, dropout on) -> (instance name, dynamic shared bytes, threads)``."""
     device = q.device
     lead, sq, d, _ = _dims(q, k)
     with device:
@@ -306,8 +305,8 @@ def _forward(q, k, v, mask, rows, kernel, *, scale, causal, window, dropout, wan
             blocks = -(-sq // rows)
             args = _args(device, blocks, q, k, v, mask, lead, scale, causal, window, dropout)
             name, smem, threads = kernel(q.dtype.name, d, dropout is not None)
-            _launch(device, name, smem, bh * blocks, args + (out, lse), threads=threads,
-                    **launch)
+            _launch(device, name, smem, bh * blocks, args + (out, lse), file=file,
+                    threads=threads)
     return out, (lse if want_lse else None)
 
 
