@@ -78,19 +78,34 @@ def report(status, stop_at, cause, history, *, steps: int, before: int, after: i
     did not move x), ``history`` (``r . r`` of each of the run's tests, at least as many
     as it ran). ``steps``: the run's step budget; ``before`` / ``after``: the solve's
     steps before the run and after it, had no test stopped it."""
-    from tessera_array.sparse.linalg._fused import CGReport, CGStatus
-
-    status = CGStatus(int(status))
-    if status is CGStatus.RUNNING:
+    kinds = _kinds or _load_kinds()
+    word, status = status, kinds[0].get(int(status))
+    if status is None:
+        raise ValueError(f"{FUNC}: a run left the status word {word!r}, which is no "
+                         "CGStatus value")
+    if status is kinds[1]:
         tests, iterations = steps, after
     else:
         stop = int(stop_at)
         if stop < 0:  # the final check
             tests = steps
-            iterations = maxiter - (0 if status is CGStatus.MAXITER else 1)
+            iterations = maxiter - (0 if status is kinds[2] else 1)
         else:
             tests = stop + 1
             iterations = before + stop - (1 if cause else 0)
-    norms = tuple(math.sqrt(v) if v >= 0 else math.nan
-                  for v in (float(t) for t in history[:tests]))
-    return CGReport(status, iterations, norms)
+    sqrt, nan = math.sqrt, math.nan
+    norms = tuple([sqrt(v) if v >= 0 else nan for v in map(float, history[:tests])])
+    return kinds[3](status, iterations, norms)
+
+
+_kinds: tuple = ()
+"""(CGStatus by value, RUNNING, MAXITER, CGReport), read once (:func:`_load_kinds`): an
+import inside :func:`report` cost ~1 us a run."""
+
+
+def _load_kinds() -> tuple:
+    global _kinds
+    from tessera_array.sparse.linalg._fused import CGReport, CGStatus
+
+    _kinds = ({int(s): s for s in CGStatus}, CGStatus.RUNNING, CGStatus.MAXITER, CGReport)
+    return _kinds
