@@ -72,6 +72,7 @@ E_INIT, E_START, E_ZDOT, E_QDOT = 0, 1, 2, 3
 (W_STATUS, W_STOP_AT, W_CAUSE, W_OK, W_RR, W_RHO, W_RHO_PREV, W_PQ, W_BNRM, W_THR,
  HIST) = range(11)
 S_BAD_B = 3  # cg_plain: ||b|| not finite (the host's general path answers)
+_RUNNING = 1  # CGStatus.RUNNING (an IntEnum: a report's status compares equal to it)
 _resident = memo("cuda.cg.resident")  # (device id, kernel name) -> resident blocks
 # (device id, n, dtype, index types, lanes, warp) -> _Plan of cg_plain's solves
 _plans = memo("cuda.cg.plain", limit=256)
@@ -334,8 +335,8 @@ class _Work:
     no two solves use it at once. The counter is zeroed once: a launch leaves it at a
     multiple of the grid's blocks, where the barrier (cg.cu, grid_sync) may start."""
 
-    __slots__ = ("a", "args", "b", "bar", "flag", "head", "host", "params", "pinned", "seq",
-                 "st", "work", "x")
+    __slots__ = ("a", "args", "b", "bar", "flag", "head", "host", "params", "params_addr",
+                 "pinned", "seq", "st", "work", "x")
 
     def __init__(self, plan, n, dt):
         c, cupy = ctypes, _cupy()
@@ -371,6 +372,7 @@ class _Work:
                         c.c_void_p(self.bar.data.ptr), c.c_void_p(mapped),
                         c.c_void_p(mapped + words * size), self.seq])
         self.params = (c.c_void_p * len(self.args))(*[c.addressof(v) for v in self.args])
+        self.params_addr = c.addressof(self.params)
 
     def bind(self, b, x, op, rtol, atol):
         a = self.a
@@ -428,16 +430,45 @@ class PlainCG(FusedCG):
         self._entry = E_INIT
         self._finished = False
 
-    def _launch(self, entry, target, final, run_base, q, z):
+    def run(self, k: int):
+        """:meth:`FusedCG.run` for this solve's stored A (the only kind it takes): one
+        launch and one read, without the general method's import, its checks of what a
+        plain solve cannot be, and its loop over host products (~3.5 us of a run's host
+        time on a 2-core EPYC; benchmarks/NOTES.md)."""
+        if self._finished or k.__class__ is not int or k < 1:
+            check_k(k, self._finished)  # (raises, or k is an int-like >= 1)
+            k = int(k)
+        before = self._done
+        steps = min(k, KMAX, self.maxiter - before)
+        target = before + steps
+        with self.device:
+            self._launch(self._entry, target, int(target == self.maxiter), before)
+            tail = self._read(HIST + steps)  # sync: the published words
+        self._entry = E_START
+        self._done = target
+        if tail[W_STATUS] == S_BAD_B:
+            self._finished = True
+            self._release()
+            return None
+        if before == 0:
+            self.bnrm2 = float(tail[W_BNRM])
+        out = report(tail[W_STATUS], tail[W_STOP_AT], tail[W_CAUSE], tail[HIST:],
+                     steps=steps, before=before, after=target, maxiter=self.maxiter)
+        if out.status != _RUNNING:
+            self._finished = True
+            self._release()
+        return out
+
+    def _launch(self, entry, target, final, run_base):
         w = self._w
         h = w.head
         h[1].value, h[2].value, h[3].value, h[4].value, h[5].value = \
             entry, self._done, target, final, run_base
         w.seq.value += 1  # (the value the launch's publish writes to the flag)
-        cupy = _cupy()
-        cupy.cuda.driver.launchCooperativeKernel(
+        cuda = _cupy().cuda
+        cuda.driver.launchCooperativeKernel(
             self._kernel.ptr, self.blocks, 1, 1, BLOCK, 1, 1, 0,
-            cupy.cuda.get_current_stream().ptr, ctypes.addressof(w.params))
+            cuda.get_current_stream().ptr, w.params_addr)
 
     def _read(self, count: int):
         """The first ``count`` state words, which the launch copied to pinned memory
