@@ -240,7 +240,6 @@ class FusedCG:
         real = np.finfo(self.dtype).dtype
         thr = (ctypes.c_float if real == np.float32 else ctypes.c_double)(float(self._thr))
         self._static = [thr, *self._a.ctypes_args(), *self._m.ctypes_args()]
-        self._plain = False
         self._vectors = [_ptr(v) for v in (self.x, self.r, self.p)]
         self._work = [_ptr(v) for v in (self.part, self.st, self.bar)]
         self._done = 0  # steps launched (and, while running, taken)
@@ -298,18 +297,9 @@ class FusedCG:
             # sync: the status words and this run's r . r values.
             tail = self._read(HIST + steps)
         self._done = target
-        if self._plain:  # (PlainCG: the first launch took ||b||)
-            if tail[W_STATUS] == S_BAD_B:
-                self._finished = True
-                self._release()
-                return None
-            if before == 0:
-                self.bnrm2 = float(tail[W_BNRM])
         out = report(tail[W_STATUS], tail[W_STOP_AT], tail[W_CAUSE], tail[HIST:],
                      steps=steps, before=before, after=target, maxiter=self.maxiter)
         self._finished = out.status is not CGStatus.RUNNING
-        if self._finished and self._plain:
-            self._release()
         return out
 
     def _read(self, count: int):
@@ -425,7 +415,6 @@ class PlainCG(FusedCG):
         self._plan, self._kernel, self.blocks = plan, plan.kernel, plan.blocks
         self._w.bind(b, self.x, op, rtol, atol)
         self._b = b  # (read by the first launch)
-        self._plain = True
         self._done = 0
         self._entry = E_INIT
         self._finished = False
