@@ -108,11 +108,11 @@ def _launch_costs(n: int) -> dict:
     out = {}
     for blocks in (1, 264):
         calls = {
-            "cooperative": lambda: drv.launchCooperativeKernel(
+            "cooperative": lambda blocks=blocks: drv.launchCooperativeKernel(
                 k.kernel.ptr, blocks, 1, 1, 256, 1, 1, 0, stream.ptr, ctypes.addressof(params)),
-            "plain": lambda: drv.launchKernel(
+            "plain": lambda blocks=blocks: drv.launchKernel(
                 k.kernel.ptr, blocks, 1, 1, 256, 1, 1, 0, stream.ptr, ctypes.addressof(params), 0),
-            "cooperative, ctypes": lambda: lib(
+            "cooperative, ctypes": lambda blocks=blocks: lib(
                 k.kernel.ptr, blocks, 1, 1, 256, 1, 1, 0, stream.ptr, params),
         }
         for name, call in calls.items():
