@@ -124,6 +124,22 @@ def test_one_launch_equals_the_general_path(dtype, monkeypatch):
             _same(one, tla.cg(A, bd, report=True, **kw))  # (the bits repeat)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_first_step_over_the_first_barrier(dtype, monkeypatch):
+    """The one-launch solve takes the first step's q = A b and p^H q over r . r's grid
+    sync (cg.cu, Grid::sum2), and the update's sum follows with no barrier between, so
+    each sum needs a region of partial sums of its own: blocks without rows (70 rows,
+    a grid of hundreds of blocks) reach the update's sum while others still read. Many
+    short solves, each equal to the general path's bit for bit."""
+    A, b = _systems(dtype)[0]
+    bd = xp.asarray(b.astype(dtype), device=DEV)
+    for maxiter in (1, 2):
+        kw = {"rtol": 0.0, "atol": 0.0, "maxiter": maxiter}
+        ref = _general(monkeypatch, A, bd, **kw)
+        for _ in range(150):
+            _same(tla.cg(A, bd, report=True, **kw), ref)
+
+
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-10), (np.float32, 1e-3)])
 def test_long_dense_rows(dtype, rtol, monkeypatch):
     """Rows of 600 columns: each lane of a row's warp sums several runs of loads in flight

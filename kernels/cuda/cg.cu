@@ -25,7 +25,11 @@
 //            the general path takes), then the threshold from max(atol, rtol ||b||) (the
 //            host's stop_threshold, step for step), kept in st for later launches; a
 //            zero ||b|| is CONVERGED at test 0, a non-finite one BAD_B (the host's
-//            general path answers it). One launch and one read for a short solve.
+//            general path answers it). Without M, that launch also takes the first
+//            step's q = A p (p = b, whole before the launch) and p^H q before test 0, so
+//            they share r . r's grid sync, and writes p = b where its thread's update
+//            reads it: two grid syncs fewer (a test 0 that stops leaves q unused).
+//            One launch and one read for a short solve.
 //            With host_st (mapped pinned host memory; null otherwise) the launch's last
 //            act copies st's words and the run's history there and then writes seq to
 //            *host_flag (publish): the host polls that word instead of copying and
@@ -52,7 +56,9 @@
 //            after the grid sync every block adds all the blocks' partial sums itself, in
 //            the same order, so every thread holds the same rr, rho and pq and takes the
 //            same decisions (the whole grid leaves a loop together, never stranding a
-//            block at a sync). The grid size depends on n and the device only, so the
+//            block at a sync). Each sum has a region of part[] (SLOT_*), written again
+//            only past a grid sync that follows every block's read of it (so E_INIT's
+//            r . r beside the first p^H q takes SLOT_RHO's). The grid size depends on n and the device only, so the
 //            results repeat bit for bit, and do not depend on how many iterations one
 //            launch runs.
 // Accumulates in T (float32 systems sum in float, as BLAS's sdot and SciPy do; r^H r
@@ -119,16 +125,38 @@ template <typename T, int WARP, int BLOCK> struct Grid {
     // The sum over the grid of every thread's acc, in every thread (a grid sync inside).
     __device__ __forceinline__ T sum(T acc, int slot)
     {
+        const T *mine = put(acc, slot);
+        sync();
+        return gather(mine);
+    }
+
+    // sum(a, slot_a) and sum(b, slot_b), the same values, over one grid sync.
+    __device__ __forceinline__ void sum2(T a, int slot_a, T b, int slot_b, T &sa, T &sb)
+    {
+        const T *pa = put(a, slot_a), *pb = put(b, slot_b);
+        sync();
+        sa = gather(pa);
+        sb = gather(pb);
+    }
+
+    // This block's share of a grid sum (its threads' acc, block-summed) into part[slot].
+    __device__ __forceinline__ const T *put(T acc, int slot)
+    {
         acc = block_sum<WARP, BLOCK>(acc, scratch);
         T *mine = part + (long long)slot * blocks;
         if (threadIdx.x == 0) mine[blockIdx.x] = acc;
-        sync();
+        return mine;
+    }
+
+    // After the grid sync: every block's share added in block order, in every thread.
+    __device__ __forceinline__ T gather(const T *shares)
+    {
         T s = zero<T>();
-        for (int k = threadIdx.x; k < blocks; k += BLOCK) s = add(s, mine[k]);
+        for (int k = threadIdx.x; k < blocks; k += BLOCK) s = add(s, shares[k]);
         s = block_sum<WARP, BLOCK>(s, scratch);
         if (threadIdx.x == 0) *bcast = s;
         __syncthreads();
-        return *bcast;  // (the next sum's block_sum syncs before thread 0 writes again)
+        return *bcast;  // (the next block_sum syncs before thread 0 writes it again)
     }
 
     // out = op v for the rows (written by each row's first lane), and the grid's sum of
@@ -136,6 +164,14 @@ template <typename T, int WARP, int BLOCK> struct Grid {
     template <typename I, typename P>
     __device__ __forceinline__ T product(const Op<T, I, P> &op, long long n, const T *v,
                                          T *out, const T *w, int slot)
+    {
+        return sum(product_terms(op, n, v, out, w), slot);
+    }
+
+    // product's rows, and this thread's terms of its sum (not yet summed over the grid).
+    template <typename I, typename P>
+    __device__ __forceinline__ T product_terms(const Op<T, I, P> &op, long long n,
+                                               const T *v, T *out, const T *w)
     {
         const int L = op.lanes, lane = threadIdx.x % WARP, sub = lane % L;
         const long long rpw = WARP / L;  // rows per warp
@@ -168,7 +204,7 @@ template <typename T, int WARP, int BLOCK> struct Grid {
                     }
                 }
             }
-            return sum(acc, slot);
+            return acc;
         }
         // r0 is the same in every lane of a warp: whole warps meet each shuffle.
         for (long long r0 = (tid / WARP) * rpw; r0 < n; r0 += warps * rpw) {
@@ -180,7 +216,7 @@ template <typename T, int WARP, int BLOCK> struct Grid {
                 acc = add(acc, conj_mul(w[i], s));
             }
         }
-        return sum(acc, slot);
+        return acc;
     }
 };
 
@@ -250,6 +286,7 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
     long long done = done0;
     const T *s = m_kind == OP_NONE ? r : z;  // what p takes from
     int phase = entry;
+    bool first_q = false;  // the first step's q = A p and p^H q already taken
     for (;;) {
         if (phase == E_INIT && b != nullptr) {
             // cg(A, b) from x = 0 (real T): x = 0, r = b, and ||b|| summed as the vecdot
@@ -273,7 +310,21 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
                 acc = block_sum<WARP, BLOCK>(acc, scratch);
                 if (threadIdx.x == 0) dpart[vb] = acc;
             }
-            rr = real_part(g.sum(acc_rr, SLOT_RR));  // (its grid sync publishes dpart too)
+            // The first step's product, q = A p with p = r = b, and its p^H q need no
+            // barrier before them (b is whole before the launch), so they share r . r's
+            // (which also publishes dpart); a first test that stops leaves them unused.
+            // r . r goes through SLOT_RHO's region (unused without M): the update's sum
+            // writes SLOT_RR's with no barrier after this gather, while another block may
+            // still be reading it.
+            first_q = sizeof(T) == sizeof(R)  // (b is real T's alone: none of this for complex)
+                      && m_kind == OP_NONE && a_kind != OP_HOST && done < target;
+            if (first_q) {
+                T rr_t;
+                g.sum2(acc_rr, SLOT_RHO, g.product_terms(A, n, b, q, b), SLOT_PQ, rr_t, pq);
+                rr = real_part(rr_t);
+            } else {
+                rr = real_part(g.sum(acc_rr, SLOT_RR));
+            }
             T acc = zero<T>();
             for (int k = threadIdx.x; k < dparts; k += BLOCK) acc = add(acc, dpart[k]);
             acc = block_sum<WARP, BLOCK>(acc, scratch);
@@ -343,6 +394,11 @@ tessera_cg_run(const long long n, const int entry, const long long done0,
             for (long long i = g.tid; i < n; i += g.threads) acc = add(acc, conj_mul(r[i], z[i]));
             rho = g.sum(acc, SLOT_RHO);
             phase = -1;
+        }
+        if (phase == -1 && first_q) {  // q and pq are the first barrier's (E_INIT with b)
+            for (long long i = g.tid; i < n; i += g.threads) p[i] = s[i];  // (the update
+            first_q = false;  // reads p where this thread wrote it: no barrier either)
+            phase = -2;
         }
         if (phase == -1) {
             if (done == 0) {

@@ -92,18 +92,7 @@ __global__ void tessera_matvec_warp(const long long m, const long long n,
         for (long long j = groups * VEC + lane; j < n; j += WARP)
             acc = tessera::add(acc, tessera::mul(row[j], x[j]));
     } else if (s1 == 1 && xs == 1) {
-        long long j = lane;
-        for (; j + (UNROLL - 1) * WARP < n; j += UNROLL * WARP) {
-            T av[UNROLL], bv[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                av[u] = row[j + u * WARP];
-                bv[u] = x[j + u * WARP];
-            }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) acc = tessera::add(acc, tessera::mul(av[u], bv[u]));
-        }
-        for (; j < n; j += WARP) acc = tessera::add(acc, tessera::mul(row[j], x[j]));
+        acc = tessera::strided_dot<UNROLL>(row, x, lane, WARP, n, acc);
     } else {
         for (long long j = lane; j < n; j += WARP)
             acc = tessera::add(acc, tessera::mul(row[j * s1], x[j * xs]));

@@ -53,16 +53,8 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
     const int L = op.lanes;
     if (op.kind == OP_DENSE) {
         const T *row = op.val + i * op.ld;
-        long long j = sub;
-        for (; j + 3 * L < n; j += 4 * L) {  // four loads in flight before summing them
-            const T a0 = row[j], a1 = row[j + L], a2 = row[j + 2 * L], a3 = row[j + 3 * L];
-            const T v0 = v[j], v1 = v[j + L], v2 = v[j + 2 * L], v3 = v[j + 3 * L];
-            acc = add(acc, mul(a0, v0));
-            acc = add(acc, mul(a1, v1));
-            acc = add(acc, mul(a2, v2));
-            acc = add(acc, mul(a3, v3));
-        }
-        for (; j < n; j += L) acc = add(acc, mul(row[j], v[j]));
+        // loads of the row (and of v) in flight a lane before summing: 32 bytes of each
+        acc = strided_dot<(sizeof(T) <= 4 ? 8 : 4)>(row, v, sub, L, n, acc);
     } else {
         const long long stop = op.ptr[i + 1];
         for (long long e = (long long)op.ptr[i] + sub; e < stop; e += L)

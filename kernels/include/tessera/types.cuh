@@ -15,6 +15,8 @@
 //     (a * real r).
 //   div(a, b): a / b, correctly rounded for float and double; for the complex types
 //     Smith's algorithm (NumPy's: the larger of |re b|, |im b| divides first).
+//   strided_dot<U>(a, b, j, step, n, acc): acc + the terms a[j] b[j] for j, j + step, ...
+//     below n, added in that order, U loads of each in flight before they are summed.
 //   vec16<T>: the 16 / sizeof(T) consecutive elements of one 16-byte load or store;
 //     aligned16(p): whether p may be read as vec16 (its address a multiple of 16).
 // Layout: none (element arithmetic only).
@@ -168,6 +170,24 @@ template <typename C> __device__ __forceinline__ C cdiv(C a, C b)
 }
 __device__ __forceinline__ cfloat div(cfloat a, cfloat b) { return cdiv(a, b); }
 __device__ __forceinline__ cdouble div(cdouble a, cdouble b) { return cdiv(a, b); }
+
+template <int U, typename T>
+__device__ __forceinline__ T strided_dot(const T *a, const T *b, long long j, long long step,
+                                         long long n, T acc)
+{
+    for (; j + (U - 1) * step < n; j += U * step) {
+        T av[U], bv[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            av[u] = a[j + u * step];
+            bv[u] = b[j + u * step];
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc = add(acc, mul(av[u], bv[u]));
+    }
+    for (; j < n; j += step) acc = add(acc, mul(a[j], b[j]));
+    return acc;
+}
 
 }  // namespace tessera
 
