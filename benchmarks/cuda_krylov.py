@@ -20,7 +20,9 @@ cg_batched     ``cg(A, B)`` with B of 32 columns (Poisson 256^2; ``--quick``: 12
 gmres_fused    ``gmres(A, b, restart=30)``, the persistent cooperative kernel (one launch
                and one read per run of restart cycles; backends/_cupy/gmres.py), 4
                restart cycles (120 inner iterations; ``--quick``: 2), against cupyx's
-               gmres with the same restart and cycles
+               gmres with the same restart and inner iterations (cupyx's ``maxiter``
+               counts inner iterations, ``restart`` a cycle: it is given cycles x
+               restart; SciPy's and tessera's count cycles)
 gmres_generic  the generic loop (Arrays; each Hessenberg entry read on the host)
 bicgstab       ``bicgstab(A, b)``, the persistent cooperative kernel (one launch and one
                read per run), 200 iterations (``--quick``: 50), against tessera's own
@@ -174,9 +176,9 @@ def _gmres_setup(ctx, kind, size, dtype, fused, cycles, restart=30):
             return gm._gmres(a_t, b_t, rtol=0.0, atol=0.0, restart=restart, maxiter=cycles,
                              M=m_t, native=fused)[0]
 
-        def cupy_solve():
-            return csla.gmres(a_c, b_c, rtol=0.0, atol=0.0, restart=restart, maxiter=cycles,
-                              M=m_c)[0]
+        def cupy_solve():  # (its maxiter: inner iterations, whole cycles of restart)
+            return csla.gmres(a_c, b_c, rtol=0.0, atol=0.0, restart=restart,
+                              maxiter=cycles * restart, M=m_c)[0]
 
         def host_of(v):
             return launchers.to_host(launchers.native(v), dev) if isinstance(v, xp.Array) \
