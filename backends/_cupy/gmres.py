@@ -37,16 +37,19 @@ __all__ = ["BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "gmres_fuse
 FILE = "gmres.cu"
 # Blocks per multiprocessor at most: 2 (the kernel's 128 registers a thread allow two of
 # 256 threads). H200, us an inner iteration (benchmarks/probe_krylov_grid.py, restart
-# 30, 4 cycles, CUDA events, medians of 15; cupyx's gmres in the same run):
+# 30, 4 cycles, CUDA events, medians of 15; cupyx's gmres in the same run, its time a
+# call over the one cycle of 30 it ran: its maxiter counts inner iterations):
 #
 #   system                    1 a SM   2 a SM   cupyx
-#   dense SPD 2049 float32    28.8     25.3     32.9
-#   dense SPD 2049 float64    29.1     26.9     32.7
-#   Poisson 1024^2 float32    341      205      39.7
-#   Poisson 1024^2 float64    456      289      54.0
+#   dense SPD 2049 float32    28.8     25.3     132
+#   dense SPD 2049 float64    29.1     26.9     131
+#   Poisson 1024^2 float32    341      205      159
+#   Poisson 1024^2 float64    456      289      216
 #
-# (more warps in flight for the memory-bound passes; the large sparse system is far
-# behind cupyx: benchmarks/NOTES.md, "Fused GMRES and BiCGSTAB on CUDA")
+# (more warps in flight for the memory-bound passes; the large sparse system is behind
+# cupyx, whose classical Gram-Schmidt sweeps the basis twice an iteration to CGS2's
+# four: benchmarks/NOTES.md, "Fused GMRES and BiCGSTAB on CUDA" and "cupyx's gmres
+# counted right")
 BLOCKS_PER_SM = 2
 RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
