@@ -43,6 +43,12 @@ EPS = {np.float32: np.finfo(np.float32).eps, np.float64: np.finfo(np.float64).ep
 # ---- what each emulation mirrors -------------------------------------------------------
 
 PINS = {
+    "kernels/include/tessera/types.cuh": [
+        # strided_dot: U loads in flight, each term added in the order j, j + step, ...
+        "for (; j + (U - 1) * step < n; j += U * step) {",
+        "for (int u = 0; u < U; ++u) acc = add(acc, mul(av[u], bv[u]));",
+        "for (; j < n; j += step) acc = add(acc, mul(a[j], b[j]));",
+    ],
     "kernels/include/tessera/warp.cuh": [
         "return __shfl_down(v, delta, WARP);",
         "return __shfl(v, src, WARP);",
@@ -62,9 +68,8 @@ PINS = {
         "for (; q < groups; q += WARP) {",
         "for (int e = 0; e < VEC; ++e) acc = tessera::add(acc, tessera::mul(av.v[e], bv.v[e]));",
         "for (long long j = groups * VEC + lane; j < n; j += WARP)",
-        "for (; j + (UNROLL - 1) * WARP < n; j += UNROLL * WARP) {",
-        "for (int u = 0; u < UNROLL; ++u) acc = tessera::add(acc, tessera::mul(av[u], bv[u]));",
-        "for (; j < n; j += WARP) acc = tessera::add(acc, tessera::mul(row[j], x[j]));",
+        # (no vec16 loads: the lane's run j = lane, lane + WARP, ... of types.cuh's below)
+        "acc = tessera::strided_dot<UNROLL>(row, x, lane, WARP, n, acc);",
         "acc = tessera::warp_sum<WARP>(acc); if (lane == 0) y[i] = acc;",
     ],
     "backends/_cupy/matvec.py": [
