@@ -98,6 +98,12 @@ def report(status, stop_at, cause, history, *, steps: int, before: int, after: i
     return kinds[3](status, iterations, norms)
 
 
+def running():
+    """``CGStatus.RUNNING``, read once with :func:`report`'s kinds (the fused solves'
+    ``run`` compares a report's status with it, without an import per run)."""
+    return (_kinds or _load_kinds())[1]
+
+
 _kinds: tuple = ()
 """(CGStatus by value, RUNNING, MAXITER, CGReport), read once (:func:`_load_kinds`): an
 import inside :func:`report` cost ~1 us a run."""

@@ -48,7 +48,7 @@ import time
 
 import numpy as np
 from tessera_array.backends._common import memo
-from tessera_array.backends._common.cg import check_k, check_solve, check_vector, report
+from tessera_array.backends._common.cg import check_k, check_solve, check_vector, report, running
 
 from tessera_array import _dtypes
 
@@ -72,7 +72,6 @@ E_INIT, E_START, E_ZDOT, E_QDOT = 0, 1, 2, 3
 (W_STATUS, W_STOP_AT, W_CAUSE, W_OK, W_RR, W_RHO, W_RHO_PREV, W_PQ, W_BNRM, W_THR,
  HIST) = range(11)
 S_BAD_B = 3  # cg_plain: ||b|| not finite (the host's general path answers)
-_RUNNING = 1  # CGStatus.RUNNING (an IntEnum: a report's status compares equal to it)
 _resident = memo("cuda.cg.resident")  # (device id, kernel name) -> resident blocks
 # (device id, n, dtype, index types, lanes, warp) -> _Plan of cg_plain's solves
 _plans = memo("cuda.cg.plain", limit=256)
@@ -273,8 +272,6 @@ class FusedCG:
     def run(self, k: int):
         """Up to ``k`` iterations (at most :data:`KMAX`), then one read: a
         :class:`~tessera_array.sparse.linalg._fused.CGReport`. Synchronizes once."""
-        from tessera_array.sparse.linalg._fused import CGStatus
-
         check_k(k, self._finished)
         before = self._done
         steps = min(int(k), KMAX, self.maxiter - before)
@@ -299,7 +296,7 @@ class FusedCG:
         self._done = target
         out = report(tail[W_STATUS], tail[W_STOP_AT], tail[W_CAUSE], tail[HIST:],
                      steps=steps, before=before, after=target, maxiter=self.maxiter)
-        self._finished = out.status is not CGStatus.RUNNING
+        self._finished = out.status is not running()
         return out
 
     def _read(self, count: int):
@@ -443,7 +440,7 @@ class PlainCG(FusedCG):
             self.bnrm2 = float(tail[W_BNRM])
         out = report(tail[W_STATUS], tail[W_STOP_AT], tail[W_CAUSE], tail[HIST:],
                      steps=steps, before=before, after=target, maxiter=self.maxiter)
-        if out.status != _RUNNING:
+        if out.status is not running():
             self._finished = True
             self._release()
         return out

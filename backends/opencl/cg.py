@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 from tessera_array.backends._common import memo
-from tessera_array.backends._common.cg import check_k, check_solve, check_vector, report
+from tessera_array.backends._common.cg import check_k, check_solve, check_vector, report, running
 
 from tessera_array import _dtypes
 
@@ -181,8 +181,6 @@ class FusedCG:
     def run(self, k: int):
         """Up to ``k`` iterations (at most :data:`KMAX`), then one read: a
         :class:`~tessera_array.sparse.linalg._fused.CGReport`. Synchronizes once."""
-        from tessera_array.sparse.linalg._fused import CGStatus
-
         check_k(k, self._finished)
         before = self._done
         steps = min(int(k), KMAX, self.maxiter - before)
@@ -195,7 +193,7 @@ class FusedCG:
         tail = self.st[_FLAG:_FLAG + _HIST + steps].get(self.queue)
         out = report(tail[_W_STATUS_D], tail[_W_STOP_AT], tail[_W_CAUSE], tail[_HIST:],
                      steps=steps, before=before, after=self._done, maxiter=self.maxiter)
-        self._finished = out.status is not CGStatus.RUNNING
+        self._finished = out.status is not running()
         return out
 
 
