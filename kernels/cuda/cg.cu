@@ -58,9 +58,9 @@
 //            same decisions (the whole grid leaves a loop together, never stranding a
 //            block at a sync). Each sum has a region of part[] (SLOT_*), written again
 //            only past a grid sync that follows every block's read of it (so E_INIT's
-//            r . r beside the first p^H q takes SLOT_RHO's). The grid size depends on n and the device only, so the
-//            results repeat bit for bit, and do not depend on how many iterations one
-//            launch runs.
+//            r . r beside the first p^H q takes SLOT_RHO's). The grid size depends on n
+//            and the device only, so the results repeat bit for bit, and do not depend
+//            on how many iterations one launch runs.
 // Accumulates in T (float32 systems sum in float, as BLAS's sdot and SciPy do; r^H r
 //            as a complex sum whose imaginary part stays 0). The state words are T too
 //            (real values in the real part).
