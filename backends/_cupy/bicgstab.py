@@ -35,7 +35,7 @@ FILE = "bicgstab.cu"
 # (float64 266, 171).
 BLOCKS_PER_SM = 2
 K_MAX = 256  # the most iterations of one run (the norms it records)
-SLOTS = 2  # bicgstab.cu's: the most sums of one reduction
+SLOTS = 4  # bicgstab.cu's: a block's partial sums (a multiple of 16 / itemsize)
 # Entry points, state words and status values: bicgstab.cu's.
 E_INIT, E_RESUME = 0, 1
 W_STATUS, W_ITER, W_NHIST, WORDS = 0, 1, 2, 9
@@ -86,10 +86,13 @@ class FusedBiCGSTAB:
             blocks = geometry(n, lanes_of(a, m), warp, _kernels.multiprocessors(dev),
                               _resident_blocks(kernel, name, dev), BLOCKS_PER_SM)
             vecs = 6 if m.kind != OP_NONE else 4  # rt, p, v, t (phat, shat with M)
-            work = _kernels.empty((vecs * n + 2 * SLOTS * blocks,), dt)
-            rt, p, v, t = (work[k * n:(k + 1) * n] for k in range(4))
-            phat, shat = (work[4 * n:5 * n], work[5 * n:6 * n]) if vecs == 6 else \
-                (None, None)
+            # The partial sums first (16-byte aligned, as persistent.cuh's RowGrid loads
+            # them), then rt, p, v, t (phat, shat).
+            o = 2 * SLOTS * blocks
+            work = _kernels.empty((o + vecs * n,), dt)
+            rt, p, v, t = (work[o + k * n:o + (k + 1) * n] for k in range(4))
+            phat, shat = (work[o + 4 * n:o + 5 * n], work[o + 5 * n:o + 6 * n]) \
+                if vecs == 6 else (None, None)
             words = WORDS + K_MAX + 1
             st = _kernels.empty((words,), np.float64)
             self.bar = _cupy().zeros((1,), dtype=np.uint64)
@@ -99,7 +102,7 @@ class FusedBiCGSTAB:
                     c_.c_double(float(rhotol)), c_.c_double(float(omegatol)),
                     *a.ctypes_args(), *m.ctypes_args(),
                     *[_ptr(u) for u in (x, r, rt, p, v, t, phat, shat,
-                                        work[vecs * n:], st, self.bar)]]
+                                        work[:o], st, self.bar)]]
             self._launch = Launch(kernel, blocks, args, st, words)
             self.blocks = blocks
             self._keep = (work, a, m, x, r)  # (what the kernel touches lives with the solve)

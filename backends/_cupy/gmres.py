@@ -9,7 +9,7 @@ it declines (None) a callable operator and a restart longer than :data:`RESTART_
 :meth:`FusedGMRES.run` is one cooperative launch running up to ``cycles`` restart cycles
 (at most :attr:`FusedGMRES.cycles_max`) with the Arnoldi process (CGS2), the Givens
 rotations, the triangular solve, the update of x and every stopping test on the device,
-four grid barriers an inner iteration (five with ``M``); then one read of the state
+three grid barriers an inner iteration (four with ``M``); then one read of the state
 words and histories through pinned memory (``# sync``).
 
 Geometry (:func:`geometry`): each block owns a contiguous run of rows (their products,
@@ -52,6 +52,7 @@ FILE = "gmres.cu"
 # counted right")
 BLOCKS_PER_SM = 2
 RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
+SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 / itemsize)
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
@@ -115,15 +116,16 @@ class FusedGMRES:
             blocks = geometry(n, lanes_of(a, m), warp, _kernels.multiprocessors(dev),
                               _resident_blocks(kernel, name, dev), BLOCKS_PER_SM)
             nz = n if m.kind != OP_NONE else 0
-            parts = 2 * (RESTART_MAX + 2) * blocks
-            # One T workspace: r, z (M's products), the basis V, y, the partial sums.
-            work = _kernels.empty((n + nz + (restart + 1) * n + restart + parts,), dt)
-            o = n + nz + (restart + 1) * n
-            r, z, V, y = work[:n], (work[n:2 * n] if nz else None), work[n + nz:o], \
-                work[o:o + restart]
+            parts = 2 * SLOTS * blocks
+            # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
+            # RowGrid loads them), then r, z (M's products), the basis V and y.
+            work = _kernels.empty((parts + n + nz + (restart + 1) * n + restart,), dt)
+            o = parts + n + nz + (restart + 1) * n
+            r = work[parts:parts + n]
+            z = work[parts + n:parts + 2 * n] if nz else None
+            V, y = work[parts + n + nz:o], work[o:o + restart]
             c = 2 if dt.kind == "c" else 1
-            small = _kernels.empty((c * (restart * (restart + 1) + 2 * restart + 1)
-                                    + restart + 2,), np.float64)
+            small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
             words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
             st = _kernels.empty((words,), np.float64)
             self.bar = _cupy().zeros((1,), dtype=np.uint64)
@@ -133,7 +135,7 @@ class FusedGMRES:
                     c_.c_int(int(bool(nonzero))), c_.c_double(float(atol)),
                     c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
                     *m.ctypes_args(),
-                    *[_ptr(v) for v in (b, x, r, V, z, y, work[o + restart:], small, st,
+                    *[_ptr(v) for v in (b, x, r, V, z, y, work[:parts], small, st,
                                         self.bar)]]
             self._launch = Launch(kernel, blocks, args, st, words)
             self.blocks = blocks

@@ -26,7 +26,8 @@
 // Layout     x, r, rt, p, v, t (and phat, shat with M): contiguous vectors of n elements
 //            (the launcher's workspace). A dense operand: row i at val + i * ld, its n
 //            columns contiguous; a CSR one: data val, column indices idx (I), row starts
-//            ptr (P). part (T): 2 * SLOTS * gridDim.x partial sums. st (double): the state
+//            ptr (P). part (T): 2 * SLOTS * gridDim.x partial sums, 16-byte aligned (the
+//            workspace's start). st (double): the state
 //            words W_* (T scalars as two doubles: real and imaginary parts), then this
 //            launch's norm history (a test's ||r||, a converged snorm). bar: the grid
 //            barrier's counter, zero when the solve starts.
@@ -57,7 +58,7 @@ constexpr int W_STATUS = 0, W_ITER = 1, W_NHIST = 2, W_RHO_PREV = 3, W_ALPHA = 5
               W_OMEGA = 7, WORDS = 9;  // (a T scalar takes two words: re, im)
 constexpr int S_RUNNING = 1, S_MAXITER = 2, S_CONVERGED = 0, S_NONFINITE = -20,
               S_RHO = -10, S_OMEGA = -11;
-constexpr int SLOTS = 2;  // the most sums one reduction takes
+constexpr int SLOTS = 4;  // sums a reduction may take (2; 4: a 16-byte load's, RowGrid)
 
 __device__ __forceinline__ double mag(float v) { return fabs((double)v); }
 __device__ __forceinline__ double mag(double v) { return fabs(v); }

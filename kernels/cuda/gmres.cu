@@ -24,34 +24,39 @@
 //            column: j + 1 grid-wide reductions, each a grid barrier. Classical Gram-
 //            Schmidt computes the j + 1 dot products together (one barrier), and doing
 //            it twice restores the orthogonality MGS keeps (Giraud, Langou, Rozloznik
-//            2005: CGS2 loses orthogonality to O(eps), as a second MGS pass does). Four
-//            barriers a column (five with M): the two projections, ||w||, and V[j+1]
-//            whole before the next product. Iterates agree with the host loop's to
-//            rounding, not bit for bit.
+//            2005: CGS2 loses orthogonality to O(eps), as a second MGS pass does). Three
+//            barriers a column (four with M): the two projections, and ||w|| with w
+//            whole. The next column's product reads w unscaled and scales its rows by
+//            1 / ||w|| (A (w / h1) as (A w) / h1), and V[j+1] = w / h1 is written past
+//            that column's first barrier, when no block reads w's old rows; the lead's
+//            rotations run meanwhile, and a column's presid <= ptol is tested past the
+//            next column's first barrier (that column, begun, is dropped). Iterates
+//            agree with the host loop's to rounding, not bit for bit.
 // Layout     b, x, r, z (M's products): contiguous vectors of n elements. V: the basis,
 //            restart + 1 rows of n contiguous elements (row j at V + j * n). A dense
 //            operand: row i at val + i * ld, its n columns contiguous; a CSR one: data
 //            val, column indices idx (I), row starts ptr (P). y: restart values of T (the
-//            triangular solve's solution, rounded to T). part (T): 2 * (RMAX + 2) *
-//            gridDim.x partial sums (two regions, used in turn). small (double): the
-//            Hessenberg columns (restart x (restart + 1)), g (restart + 1), the rotations'
-//            s (restart) in S (double, or two doubles for complex T), then their c
-//            (restart), then two control words. st (double): the state words W_*, then
-//            this launch's ||r|| history (cycles + 1), then its presid history (cycles *
-//            restart). bar: the grid barrier's counter, zero when the solve starts.
+//            triangular solve's solution, rounded to T). part (T): 2 * SLOTS *
+//            gridDim.x partial sums (two regions, used in turn; RowGrid's block-major
+//            layout, 16-byte aligned: the workspace's start). small (double): the
+//            rotated Hessenberg columns (restart x (restart + 1) of S: double, or two
+//            doubles for complex T), then two control words (g, the rotations and the
+//            column being rotated live in block 0's shared memory for a cycle). st
+//            (double): the state words W_*, then this launch's ||r|| history (cycles +
+//            1), then its presid history (cycles * restart). bar: the grid barrier's
+//            counter, zero when the solve starts.
 // Launch     cooperative, every block resident (the launcher sizes the grid from the
 //            occupancy), 1-D blocks of BLOCK threads. Block k owns the rows [k c, (k + 1)
 //            c), c = ceil(n / gridDim.x): it computes their products (a row per warp,
 //            `lanes` lanes a row, or for CSR a row per thread with four rows in flight)
 //            and every vector update and partial dot product of them, so only what
-//            another block reads needs a grid barrier. Dot products: warp q of a block
-//            takes the sums q, q + BLOCK / WARP, ... over the block's rows (a warp_sum);
-//            after the barrier every block adds all blocks' partial sums of each in the
-//            same order (a warp each), so every thread holds the same values and takes
-//            the same decisions. The small problem (rotations, back substitution) is
-//            block 0's thread 0's, in double; the others read its result after the next
-//            barrier. The grid depends on n and the device only: the bits repeat, and do
-//            not depend on how many cycles a launch runs.
+//            another block reads needs a grid barrier. Dot products: RowGrid's partial
+//            sums, reduced after the barrier by every block in one order, so every
+//            thread holds the same values and takes the same decisions. The small
+//            problem (rotations, back substitution) is block 0's thread 0's, in double;
+//            the others read its result past the next barrier. The grid depends on n
+//            and the device only: the bits repeat, and do not depend on how many
+//            cycles a launch runs.
 // Accumulates in T (float32 systems sum in float, as BLAS and SciPy do); norms are the
 //            root in T's real type, then taken to double (the host loop's float()); the
 //            small problem in double (complex: two doubles), as the host loop's Python
@@ -76,7 +81,8 @@ constexpr int E_INIT = 0, E_CYCLE = 1;
 constexpr int W_STATUS = 0, W_ITER = 1, W_INNER = 2, W_RNORM = 3, W_PTOL = 4, W_PMAX = 5,
               W_PRESID = 6, W_XPOINTS = 7, W_NHIST = 8, W_NPR = 9, WORDS = 10;
 constexpr int S_RUNNING = 1, S_MAXITER = 2, S_CONVERGED = 0, S_NONFINITE = -20;
-constexpr int RMAX = 128;  // the longest restart (the shared sums of one column)
+constexpr int RMAX = 128;  // the longest restart
+constexpr int SLOTS = RMAX + 4;  // a block's partial sums (RMAX + 2; a multiple of 4: RowGrid)
 
 // The small problem's scalar: double for real T, two doubles for complex T.
 template <typename T> struct small_of { typedef double type; };
@@ -180,6 +186,26 @@ __device__ void lartg(cdouble f, cdouble g, double &c, cdouble &s, cdouble &r)
 }  // namespace gmk
 }  // namespace tessera
 
+// Stage timing (benchmarks/probe_gmres_stages.py compiles with -DTESSERA_GMRES_STAGES):
+// each block's thread 0 adds the clock64 cycles since its last stamp to stage k; a
+// launch's sums, and its column count, go to its block's region-1 partial sums' last 16
+// slots (free for a restart <= RMAX - 12). Without the macro the stamps are nothing.
+#ifdef TESSERA_GMRES_STAGES
+#define STAGES 10
+#define STAGE_START() (threadIdx.x == 0 ? (void)(stamp_ = clock64()) : (void)0)
+#define STAGE(k)                                                                     \
+    do {                                                                             \
+        if (threadIdx.x == 0) {                                                      \
+            const long long t_ = clock64();                                          \
+            stage_[k] += t_ - stamp_;                                                \
+            stamp_ = t_;                                                             \
+        }                                                                            \
+    } while (0)
+#else
+#define STAGE_START() ((void)0)
+#define STAGE(k) ((void)0)
+#endif
+
 template <typename T, typename I, typename P, int WARP, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 tessera_gmres_run(const long long n, const int entry, const int restart,
@@ -196,21 +222,23 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     using namespace tessera::gmk;
     typedef typename real_of<T>::type R;
     typedef typename small_of<T>::type S;
-    __shared__ T sums[RMAX + 2];
+    __shared__ T sums[SLOTS];
     __shared__ T proj[RMAX + 1];  // the first projection of the column (V^H w)
     if (entry != E_INIT && st[W_STATUS] != double(S_RUNNING)) return;  // finished
     const long long chunk = (n + gridDim.x - 1) / gridDim.x;
     const long long row0 = min(n, (long long)blockIdx.x * chunk), row1 = min(n, row0 + chunk);
-    RowGrid<T, WARP, BLOCK> g{bar, part, sums, n, row0, row1, (int)gridDim.x, RMAX + 2, 0};
+    RowGrid<T, WARP, BLOCK> g{bar, part, sums, n, row0, row1, (int)gridDim.x, SLOTS, 0};
     const StoredOp<T, I, P> A{a_kind, a_lanes, a_val, a_idx, a_ptr, a_ld};
     const StoredOp<T, I, P> M{m_kind, m_lanes, m_val, m_idx, m_ptr, m_ld};
     const bool lead = blockIdx.x == 0 && threadIdx.x == 0;  // block 0's thread 0
     // The small problem (block 0's thread 0 only) and its control words.
+    // The cycle's rotated Hessenberg columns in small, the rest in block 0's shared memory.
     S *hess = reinterpret_cast<S *>(small);  // column j at hess + j * (restart + 1)
-    S *gv = hess + (long long)restart * (restart + 1);  // g, restart + 1
-    S *gs = gv + restart + 1;                            // the rotations' s
-    double *gc = reinterpret_cast<double *>(gs + restart);  // their c
-    double *ctl = gc + restart;                           // presid for the others
+    double *ctl = reinterpret_cast<double *>(hess + (long long)restart * (restart + 1));
+    __shared__ S gv[RMAX + 1];   // g
+    __shared__ S gs[RMAX];       // the rotations' s
+    __shared__ double gc[RMAX];  // their c
+    __shared__ S hcol[RMAX + 1]; // the column being rotated
     double *hist = st + WORDS, *prh = hist + cycles + 1;
 
     int status = S_RUNNING;
@@ -227,6 +255,10 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     g.sync();  // every block has read st: block 0 may write it from here on
     const long long inner0 = inner;
     int nhist = 0;
+#ifdef TESSERA_GMRES_STAGES
+    long long stamp_ = 0, stage_[STAGES] = {};
+    unsigned columns_ = 0;
+#endif
     if (entry == E_INIT) {
         if (nonzero) {
             g.product(A, x, r);
@@ -264,8 +296,10 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         g.sync();  // V[0] whole before the first product
         int col = 0;
         bool breakdown = false;
+        R sc = R(1);  // V[col]'s scale: its rows hold w, V[col] = sc w (scaled past barrier 1)
+        STAGE_START();
         for (;;) {
-            const T *vc = V + (long long)col * n;
+            T *vc = V + (long long)col * n;
             T *w = V + (long long)(col + 1) * n;  // orthogonalized in place: V[col + 1]
             if (m_kind != OP_NONE) {
                 g.product(A, vc, z);
@@ -274,12 +308,26 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             } else {
                 g.product(A, vc, w);
             }
-            // Projections V^H w and ||w||^2 together.
+            if (col > 0) {  // (A (w / h1) as (A w) / h1)
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) w[i] = scale(w[i], sc);
+                __syncthreads();
+            }
+            STAGE(0);
+            // Projections V^H w and ||w||^2 together (V[col]'s rows scaled on the fly).
             g.partials(col + 2, [&](int k, long long i) {
-                return k <= col ? conj_mul(V[(long long)k * n + i], w[i])
-                                : from_real<T>(abs2(w[i]));
+                const T *vk = V + (long long)k * n;
+                return k < col ? conj_mul(vk[i], w[i])
+                               : k == col ? conj_mul(scale(vk[i], sc), w[i])
+                                          : from_real<T>(abs2(w[i]));
             });
-            g.reduce(col + 2);
+            STAGE(1);
+            g.sync();  // barrier 1: every block's product of V[col] done, the sums written
+            STAGE(2);
+            g.gather(col + 2);
+            // The last column's test: presid <= ptol ends the cycle, this column unused
+            // (the lead's estimate of the last column, written before barrier 1).
+            if (col > 0 && *reinterpret_cast<volatile double *>(ctl) <= ptol) break;
+            STAGE(3);
             const double h0 = (double)root(real_part(sums[col + 1]));
             if (!isfinite(h0)) {
                 status = S_NONFINITE;
@@ -293,6 +341,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                     w[i] = wi;
                 }
             };
+            if (col > 0)  // V[col] = sc w: no block reads these rows' old values past barrier 1
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) vc[i] = scale(vc[i], sc);
             for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
             __syncthreads();
             project_out(proj);
@@ -301,46 +351,53 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             g.partials(col + 1, [&](int k, long long i) {
                 return conj_mul(V[(long long)k * n + i], w[i]);
             });
-            g.reduce(col + 1);
+            STAGE(4);
+            g.sync();  // barrier 2
+            STAGE(5);
+            g.gather(col + 1);
             project_out(sums);
-            if (lead) {  // the Hessenberg column: the two projections summed
-                S *h = hess + (long long)col * (restart + 1);
-                for (int k = 0; k <= col; ++k) h[k] = add(to_small(proj[k]), to_small(sums[k]));
-            }
+            if (lead)  // the Hessenberg column: the two projections summed
+                for (int k = 0; k <= col; ++k) hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
             __syncthreads();
-            const double h1 = g.norm(w);
+            g.partials(1, [&](int, long long i) { return from_real<T>(abs2(w[i])); });
+            STAGE(6);
+            g.sync();  // barrier 3: w whole (the next column's product reads it unscaled)
+            STAGE(7);
+            g.gather(1);
+            const double h1 = (double)root(real_part(sums[0]));
             breakdown = h1 <= eps * h0;
-            if (!breakdown) {
-                const R s1 = R(1.0 / h1);
-                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) w[i] = scale(w[i], s1);
-            }
+            sc = breakdown ? R(1) : R(1.0 / h1);
+            STAGE(8);
             if (lead) {  // rotate the column, a new rotation, the residual estimate
-                S *h = hess + (long long)col * (restart + 1);
-                h[col + 1] = small_real<S>(breakdown ? 0.0 : h1);
+                S hk = hcol[0];  // entry k as the rotations before k left it
                 for (int k = 0; k < col; ++k) {
                     const double c = gc[k];
-                    const S s = gs[k], n0 = h[k], n1 = h[k + 1];
-                    h[k] = add(times(c, n0), mul(s, n1));
-                    h[k + 1] = add(mul(neg(conjugate(s)), n0), times(c, n1));
+                    const S s = gs[k], n1 = hcol[k + 1];
+                    hcol[k] = add(times(c, hk), mul(s, n1));
+                    hk = add(mul(neg(conjugate(s)), hk), times(c, n1));
                 }
                 double c;
                 S s, mag;
-                lartg(h[col], h[col + 1], c, s, mag);
+                lartg(hk, small_real<S>(breakdown ? 0.0 : h1), c, s, mag);
                 gc[col] = c;
                 gs[col] = s;
-                h[col] = mag;
-                h[col + 1] = S{};
+                hcol[col] = mag;
+                S *h = hess + (long long)col * (restart + 1);
+                for (int k = 0; k <= col; ++k) h[k] = hcol[k];
                 const S t = mul(neg(conjugate(s)), gv[col]);
                 gv[col] = times(c, gv[col]);
                 gv[col + 1] = t;
-                ctl[0] = magnitude(t);
+                presid = magnitude(t);
+                ctl[0] = presid;  // (the others read it past the next barrier)
+                prh[inner - inner0] = presid;
             }
-            g.sync();  // V[col + 1] whole, ctl written
-            presid = *reinterpret_cast<volatile double *>(ctl);
+            STAGE(9);
             ++inner;
             ++col;
-            if (lead) prh[inner - inner0 - 1] = presid;
-            if (inner == inner_limit || presid <= ptol || breakdown || col == restart) break;
+#ifdef TESSERA_GMRES_STAGES
+            ++columns_;
+#endif
+            if (inner == inner_limit || breakdown || col == restart) break;
         }
         if (status != S_RUNNING) break;
         // y = H^-1 g (back substitution; block 0's thread 0), then x += V y.
@@ -358,7 +415,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             if (!is_zero(gv[0])) gv[0] = div(gv[0], hess[0]);
             for (int k = 0; k < col; ++k) y[k] = from_small<T>(gv[k]);
         }
-        g.sync();  // y written
+        g.sync();  // y written, ctl the last column's estimate
+        presid = *reinterpret_cast<volatile double *>(ctl);
         for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
             T acc = zero<T>();
             for (int k = 0; k < col; ++k) acc = add(acc, mul(y[k], V[(long long)k * n + i]));
@@ -394,6 +452,14 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         ptol = presid * fmin(pmax, atol / rnorm);
         if (iter == maxiter) status = end;
     }
+#ifdef TESSERA_GMRES_STAGES
+    if (threadIdx.x == 0) {  // after region 1's sums of this block: STAGES, then columns
+        unsigned *out = reinterpret_cast<unsigned *>(part + (long long)SLOTS * gridDim.x +
+                                                     (long long)blockIdx.x * SLOTS + SLOTS - 16);
+        for (int k = 0; k < STAGES; ++k) out[k] = (unsigned)stage_[k];
+        out[STAGES] = columns_;
+    }
+#endif
     if (lead) {
         st[W_STATUS] = double(status);
         st[W_ITER] = double(iter);

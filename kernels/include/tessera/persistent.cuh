@@ -13,7 +13,8 @@
 //     of the block count, which is fixed per solve).
 //   root(v): the correctly rounded square root in v's precision.
 //   RowGrid<T, WARP, BLOCK>: a grid whose blocks own contiguous runs of rows (gmres.cu,
-//     bicgstab.cu): partial sums, their reduction in every block, norms, products.
+//     bicgstab.cu): partial sums, their reduction in every block, norms, products; its
+//     partial sums want part 16-byte aligned and slots a multiple of 16 / sizeof(T).
 // Layout and launch: as each kernel file says; every block of the grid is resident (a
 //   cooperative launch sized from the occupancy), so a block waiting at grid_sync is
 //   never waiting on one that has not started.
@@ -85,12 +86,18 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
 
 // A grid whose block k owns the rows [row0, row1) = [k c, (k + 1) c), c = ceil(n / blocks):
 // their products, their elementwise updates and their shares of every dot product, so
-// only what another block reads needs a grid barrier. Dot products: warp q of a block
-// takes the sums q, q + WARPS, ... over the block's rows (a warp_sum); after the barrier
-// every block adds all blocks' partial sums of each in one order (a warp each), so every
-// thread holds the same values and takes the same decisions.
+// only what another block reads needs a grid barrier. Partial sums are block-major: block
+// j's `slots` sums lie together at part + region * slots * blocks + j * slots (part 16-byte
+// aligned and slots a multiple of 16 / sizeof(T): the launchers place the partial sums at
+// the start of their workspace). A dot product's partial sum: warp q of a block takes
+// the sums q, q + WARPS, ... (four of them a pass, their loads in flight together), its
+// lanes over the block's rows (a warp_sum). Their reduction, after the barrier: each
+// thread adds every g-th block's E = 16 / sizeof(T) consecutive sums (one 16-byte load a
+// block), then a warp a sum adds the g groups' totals; the order depends on count, blocks
+// and BLOCK only, so every block holds the same values and takes the same decisions.
 template <typename T, int WARP, int BLOCK> struct RowGrid {
     static constexpr int WARPS = BLOCK / WARP;
+    static constexpr int E = sizeof(T) >= 16 ? 1 : 16 / (int)sizeof(T);  // sums a 16-byte load
     unsigned long long *bar;
     T *part;   // 2 * slots * blocks partial sums: two regions, used in turn
     T *sums;   // __shared__ T[slots]: the last reduction's sums
@@ -99,36 +106,72 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
 
     __device__ __forceinline__ void sync() { grid_sync(bar, (unsigned long long)blocks); }
 
-    // part[region][k][this block] = the sum over this block's rows i of term(k, i), for
-    // k < count <= slots (warp q takes k = q, q + WARPS, ...: its lanes over the rows).
+    // part[region][this block][k] = the sum over this block's rows i of term(k, i), for
+    // k < count <= slots.
     template <typename F> __device__ __forceinline__ void partials(int count, F term)
     {
         const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-        T *mine = part + (long long)region * slots * blocks;
-        for (int k = warp; k < count; k += WARPS) {
-            T acc = zero<T>();
-#pragma unroll 4
-            for (long long i = row0 + lane; i < row1; i += WARP) acc = add(acc, term(k, i));
-            acc = warp_sum<WARP>(acc);
-            if (lane == 0) mine[(long long)k * blocks + blockIdx.x] = acc;
+        T *mine = part + (long long)region * slots * blocks + (long long)blockIdx.x * slots;
+        for (int k0 = warp; k0 < count; k0 += 4 * WARPS) {
+            T acc[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) acc[u] = zero<T>();
+#pragma unroll 2
+            for (long long i = row0 + lane; i < row1; i += WARP) {
+#pragma unroll
+                for (int u = 0; u < 4; ++u)
+                    if (k0 + u * WARPS < count) acc[u] = add(acc[u], term(k0 + u * WARPS, i));
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                if (k0 + u * WARPS < count) {  // (the same in every lane of the warp)
+                    const T s = warp_sum<WARP>(acc[u]);
+                    if (lane == 0) mine[k0 + u * WARPS] = s;
+                }
+            }
         }
     }
 
-    // After a grid barrier, sums[k] = the sum of every block's part[region][k] (the same
-    // order in every block), for k < count; the next reduction takes the other region.
-    __device__ __forceinline__ void reduce(int count)
+    // sums[k] = the sum of every block's part[region][.][k], for k < count (past a grid
+    // barrier: reduce); the next reduction takes the other region.
+    __device__ __forceinline__ void gather(int count)
     {
-        sync();
-        const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+        __shared__ T totals[BLOCK * E];  // group g's total of sum k at g * quads * E + k
+        const int quads = (count + E - 1) / E, groups = BLOCK / quads, width = quads * E;
+        const int q = threadIdx.x % quads, grp = threadIdx.x / quads;
         const T *all = part + (long long)region * slots * blocks;
+        if (grp < groups) {
+            T acc[E];
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[e] = zero<T>();
+#pragma unroll 4
+            for (int j = grp; j < blocks; j += groups) {
+                const uint4 raw = *reinterpret_cast<const uint4 *>(all + (long long)j * slots + q * E);
+                T v[E];
+                memcpy(v, &raw, sizeof raw);
+#pragma unroll
+                for (int e = 0; e < E; ++e) acc[e] = add(acc[e], v[e]);
+            }
+#pragma unroll
+            for (int e = 0; e < E; ++e) totals[grp * width + q * E + e] = acc[e];
+        }
+        __syncthreads();
+        const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
         for (int k = warp; k < count; k += WARPS) {
             T acc = zero<T>();
-            for (int j = lane; j < blocks; j += WARP) acc = add(acc, all[(long long)k * blocks + j]);
+            for (int j = lane; j < groups; j += WARP) acc = add(acc, totals[j * width + k]);
             acc = warp_sum<WARP>(acc);
             if (lane == 0) sums[k] = acc;
         }
         region ^= 1;
         __syncthreads();
+    }
+
+    // A grid barrier, then gather(count).
+    __device__ __forceinline__ void reduce(int count)
+    {
+        sync();
+        gather(count);
     }
 
     // ||v|| over the grid: the root in T's real type of v^H v, as a double (a barrier).

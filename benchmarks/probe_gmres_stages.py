@@ -1,0 +1,134 @@
+"""Probe: where an inner iteration of the fused gmres kernel spends its time on CUDA.
+
+Times ``gmres(A, b, rtol=0, atol=0, restart=30, maxiter=4)`` (120 inner iterations) by
+CUDA events over whole solves (medians of 15 after 3 warm-up solves) beside cupyx's
+gmres given the same 120 inner iterations (its ``maxiter`` counts them), then runs the
+kernel built with ``-DTESSERA_GMRES_STAGES``: each block's thread 0 sums the clock64
+cycles of the column's stages (kernels/cuda/gmres.cu's ``STAGE(k)`` stamps) and this
+probe prints them an inner iteration, for block 0 (which also does the rotations), the
+median block and the slowest, in us at the device's clock rate. A barrier's stage is the
+wait for the slowest block; the stamps inside a stage that ends in a block's own
+``__syncthreads`` are exact, the others see the loads they issued but not their returns.
+
+    PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+
+STAGES = ("product", "partials 1", "barrier 1", "gather 1", "project 1 + partials 2",
+          "barrier 2", "gather 2 + project 2 + partials 3", "barrier 3", "gather 3",
+          "rotations (block 0)")
+
+
+def _events(fn, reps=15, warm=3):
+    import cupy as cp
+
+    for _ in range(warm):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b) * 1e3)  # us
+    return statistics.median(times)
+
+
+def _stages(solve_once, gm, khz: float):
+    """The stage sums of the last launch, an inner iteration, in us: block 0's, the
+    median block's and the slowest block's of each stage."""
+    seen = []
+    run = gm.FusedGMRES.run
+    function = gm._kernels.function
+
+    def staged(file, name, device, *, options=()):
+        return function(file, name, device, options=tuple(options) +
+                        ("-DTESSERA_GMRES_STAGES",))
+
+    def keep(self, *a, **k):
+        seen.append(self)
+        return run(self, *a, **k)
+
+    gm._kernels.function, gm.FusedGMRES.run = staged, keep
+    try:
+        solve_once()
+        solve_once()
+    finally:
+        gm._kernels.function, gm.FusedGMRES.run = function, run
+    solve = seen[-1]
+    blocks, slots = solve.blocks, gm.SLOTS
+    part = solve._keep[0][:2 * slots * blocks].get()
+    raw = part[slots * blocks:].reshape(blocks, slots)[:, slots - 16:]
+    words = np.ascontiguousarray(raw).view(np.uint32).reshape(blocks, -1)
+    per = raw.dtype.itemsize // 4  # (4-byte words an element)
+    words = words[:, :16 * per][:, :len(STAGES) + 1].astype(np.float64)
+    columns = words[:, len(STAGES)]
+    us = words[:, :len(STAGES)] / columns[:, None] / khz * 1e3
+    return us, int(columns[0])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="benchmarks.probe_gmres_stages")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--no-stages", action="store_true",
+                    help="the timings only (a tree whose kernel has no stamps)")
+    args = ap.parse_args(argv)
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+    import cupyx.scipy.sparse.linalg as csla
+    import scipy.sparse as sp
+    from tessera_array.backends._cupy import gmres as gm
+
+    import tessera_array as xp
+    from tessera_array.sparse import csr_array
+    from tessera_array.sparse import linalg as tla
+
+    from .cuda_krylov import _poisson, _spd
+
+    dev = args.device
+    index = int(dev.split(":")[1]) if ":" in dev else 0
+    rt = cp.cuda.runtime
+    khz = rt.deviceGetAttribute(rt.cudaDevAttrClockRate, index)
+    print(f"{rt.getDeviceProperties(index)['name'].decode()}, SM clock {khz / 1e3:.0f} MHz")
+    cycles, restart = 4, 30
+    its = cycles * restart
+    for kind, host, dtypes in (("dense spd 2049", _spd(2049), ("float32", "float64")),
+                               ("poisson 1024^2", _poisson(1024), ("float32",))):
+        for dtype in dtypes:
+            h = host.astype(dtype)
+            if sp.issparse(h):
+                a_t, a_c = csr_array(h, device=dev), csp.csr_matrix(h)
+            else:
+                a_t, a_c = xp.asarray(h, device=dev), cp.asarray(h)
+            b = np.random.default_rng(3).standard_normal(h.shape[0]).astype(dtype)
+            b_t, b_c = xp.asarray(b, device=dev), cp.asarray(b)
+
+            def ours(a=a_t, v=b_t):
+                return tla.gmres(a, v, rtol=0.0, atol=0.0, restart=restart, maxiter=cycles)
+
+            peer = _events(lambda a=a_c, v=b_c: csla.gmres(a, v, rtol=0.0, atol=0.0,
+                                                           restart=restart, maxiter=its))
+            t = _events(ours)
+            print(f"{kind} {dtype}: fused {t / its:7.2f} us/it, cupyx {peer / its:7.2f} "
+                  f"us/it ({peer / t:5.2f}x)")
+            if args.no_stages:
+                continue
+            us, columns = _stages(ours, gm, khz)
+            print(f"  stages an inner iteration ({columns} columns, {us.shape[0]} blocks), "
+                  f"us: block 0 / median / slowest")
+            for k, name in enumerate(STAGES):
+                col = us[:, k]
+                print(f"    {name:36s} {col[0]:7.2f} {np.median(col):7.2f} {col.max():7.2f}")
+            print(f"    {'sum':36s} {us[0].sum():7.2f} {np.median(us.sum(1)):7.2f} "
+                  f"{us.sum(1).max():7.2f}")
+
+
+if __name__ == "__main__":
+    main()
