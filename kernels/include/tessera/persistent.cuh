@@ -97,7 +97,7 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
 // and BLOCK only, so every block holds the same values and takes the same decisions.
 template <typename T, int WARP, int BLOCK> struct RowGrid {
     static constexpr int WARPS = BLOCK / WARP;
-    static constexpr int E = sizeof(T) >= 16 ? 1 : 16 / (int)sizeof(T);  // sums a 16-byte load
+    static constexpr int E = 16 / (int)sizeof(T);  // sums a 16-byte load (vec16<T>)
     unsigned long long *bar;
     T *part;   // 2 * slots * blocks partial sums: two regions, used in turn
     T *sums;   // __shared__ T[slots]: the last reduction's sums
@@ -146,11 +146,10 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
             for (int e = 0; e < E; ++e) acc[e] = zero<T>();
 #pragma unroll 4
             for (int j = grp; j < blocks; j += groups) {
-                const uint4 raw = *reinterpret_cast<const uint4 *>(all + (long long)j * slots + q * E);
-                T v[E];
-                memcpy(v, &raw, sizeof raw);
+                const vec16<T> v =
+                    *reinterpret_cast<const vec16<T> *>(all + (long long)j * slots + q * E);
 #pragma unroll
-                for (int e = 0; e < E; ++e) acc[e] = add(acc[e], v[e]);
+                for (int e = 0; e < E; ++e) acc[e] = add(acc[e], v.v[e]);
             }
 #pragma unroll
             for (int e = 0; e < E; ++e) totals[grp * width + q * E + e] = acc[e];
