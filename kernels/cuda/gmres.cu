@@ -301,16 +301,13 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         for (;;) {
             T *vc = V + (long long)col * n;
             T *w = V + (long long)(col + 1) * n;  // orthogonalized in place: V[col + 1]
+            // w = M A V[col] = (M A vc) sc: A (w / h1) as (A w) / h1.
             if (m_kind != OP_NONE) {
                 g.product(A, vc, z);
                 g.sync();  // A v whole before M's rows read it
-                g.product(M, z, w);
+                g.product(M, z, w, sc);
             } else {
-                g.product(A, vc, w);
-            }
-            if (col > 0) {  // (A (w / h1) as (A w) / h1)
-                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) w[i] = scale(w[i], sc);
-                __syncthreads();
+                g.product(A, vc, w, sc);
             }
             STAGE(0);
             // Projections V^H w and ||w||^2 together (V[col]'s rows scaled on the fly).

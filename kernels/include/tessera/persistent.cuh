@@ -181,9 +181,11 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
         return (double)root(real_part(sums[0]));
     }
 
-    // out = op v on this block's rows (then a __syncthreads: the block may read them).
+    // out = (op v) sc on this block's rows (then a __syncthreads: the block may read
+    // them); sc = 1 leaves the products' bits.
     template <typename I, typename P>
-    __device__ __forceinline__ void product(const StoredOp<T, I, P> &op, const T *v, T *out)
+    __device__ __forceinline__ void product(const StoredOp<T, I, P> &op, const T *v, T *out,
+                                            typename real_of<T>::type sc = 1)
     {
         const int L = op.lanes, lane = threadIdx.x % WARP, sub = lane % L;
         if (op.kind == OP_CSR && L == 1) {  // a row per thread, four rows in flight
@@ -206,7 +208,7 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
                 }
 #pragma unroll
                 for (int u = 0; u < 4; ++u)
-                    if (i0 + u * BLOCK < row1) out[i0 + u * BLOCK] = s[u];
+                    if (i0 + u * BLOCK < row1) out[i0 + u * BLOCK] = scale(s[u], sc);
             }
         } else {
             // r0 is the same in every lane of a warp: whole warps meet each shuffle.
@@ -215,7 +217,7 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
                 const long long i = r0 + lane / L;
                 T s = i < row1 ? row_part(op, i, n, sub, v) : zero<T>();
                 s = segment_sum<WARP>(s, L);
-                if (sub == 0 && i < row1) out[i] = s;
+                if (sub == 0 && i < row1) out[i] = scale(s, sc);
             }
         }
         __syncthreads();
