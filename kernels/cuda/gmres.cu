@@ -334,6 +334,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             const auto project_out = [&](const T *h) {
                 for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
                     T wi = w[i];
+#pragma unroll 8
                     for (int k = 0; k <= col; ++k) wi = sub(wi, mul(h[k], V[(long long)k * n + i]));
                     w[i] = wi;
                 }

@@ -54,8 +54,8 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
     const int L = op.lanes;
     if (op.kind == OP_DENSE) {
         const T *row = op.val + i * op.ld;
-        // loads of the row (and of v) in flight a lane before summing: 32 bytes of each
-        acc = strided_dot<(sizeof(T) <= 4 ? 8 : 4)>(row, v, sub, L, n, acc);
+        // loads of the row (and of v) in flight a lane before summing: 64 bytes of each
+        acc = strided_dot<(sizeof(T) <= 4 ? 16 : 8)>(row, v, sub, L, n, acc);
     } else {
         const long long stop = op.ptr[i + 1];
         for (long long e = (long long)op.ptr[i] + sub; e < stop; e += L)
@@ -90,9 +90,8 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
 // j's `slots` sums lie together at part + region * slots * blocks + j * slots (part 16-byte
 // aligned and slots a multiple of 16 / sizeof(T): the launchers place the partial sums at
 // the start of their workspace). A dot product's partial sum: warp q of a block takes
-// the sums q, q + WARPS, ... (four of them a pass, their loads in flight together), its
-// lanes over the block's rows (a warp_sum). Their reduction, after the barrier: each
-// thread adds every g-th block's E = 16 / sizeof(T) consecutive sums (one 16-byte load a
+// the sums q, q + WARPS, ..., its lanes over the block's rows (a warp_sum). Their
+// reduction, after the barrier: each thread adds every g-th block's E = 16 / sizeof(T) consecutive sums (one 16-byte load a
 // block), then a warp a sum adds the g groups' totals; the order depends on count, blocks
 // and BLOCK only, so every block holds the same values and takes the same decisions.
 template <typename T, int WARP, int BLOCK> struct RowGrid {
@@ -112,23 +111,12 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
     {
         const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
         T *mine = part + (long long)region * slots * blocks + (long long)blockIdx.x * slots;
-        for (int k0 = warp; k0 < count; k0 += 4 * WARPS) {
-            T acc[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) acc[u] = zero<T>();
-#pragma unroll 2
-            for (long long i = row0 + lane; i < row1; i += WARP) {
-#pragma unroll
-                for (int u = 0; u < 4; ++u)
-                    if (k0 + u * WARPS < count) acc[u] = add(acc[u], term(k0 + u * WARPS, i));
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                if (k0 + u * WARPS < count) {  // (the same in every lane of the warp)
-                    const T s = warp_sum<WARP>(acc[u]);
-                    if (lane == 0) mine[k0 + u * WARPS] = s;
-                }
-            }
+        for (int k = warp; k < count; k += WARPS) {
+            T acc = zero<T>();
+#pragma unroll 4
+            for (long long i = row0 + lane; i < row1; i += WARP) acc = add(acc, term(k, i));
+            acc = warp_sum<WARP>(acc);
+            if (lane == 0) mine[k] = acc;
         }
     }
 
