@@ -22,7 +22,7 @@ import numpy as np
 
 STAGES = ("product", "partials 1", "barrier 1", "gather 1", "project 1 + partials 2",
           "barrier 2", "gather 2 + project 2 + partials 3", "barrier 3", "gather 3",
-          "rotations (block 0)")
+          "rotations (block 0)", "back substitution (block 0)", "the rest of a cycle")
 
 
 def _events(fn, reps=15, warm=3):

@@ -187,12 +187,12 @@ __device__ void lartg(cdouble f, cdouble g, double &c, cdouble &s, cdouble &r)
 }  // namespace tessera
 
 // Stage timing (benchmarks/probe_gmres_stages.py compiles with -DTESSERA_GMRES_STAGES):
-// each block's thread 0 adds the clock64 cycles since its last stamp to stage k; a
+// each block's thread 0 adds the clock64 cycles since its last stamp to stage k (10: the
+// back substitution, 11: the rest outside the columns, from the launch's start); a
 // launch's sums, and its column count, go to its block's region-1 partial sums' last 16
 // slots (free for a restart <= RMAX - 12). Without the macro the stamps are nothing.
 #ifdef TESSERA_GMRES_STAGES
-#define STAGES 10
-#define STAGE_START() (threadIdx.x == 0 ? (void)(stamp_ = clock64()) : (void)0)
+#define STAGES 12
 #define STAGE(k)                                                                     \
     do {                                                                             \
         if (threadIdx.x == 0) {                                                      \
@@ -202,7 +202,6 @@ __device__ void lartg(cdouble f, cdouble g, double &c, cdouble &s, cdouble &r)
         }                                                                            \
     } while (0)
 #else
-#define STAGE_START() ((void)0)
 #define STAGE(k) ((void)0)
 #endif
 
@@ -256,7 +255,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     const long long inner0 = inner;
     int nhist = 0;
 #ifdef TESSERA_GMRES_STAGES
-    long long stamp_ = 0, stage_[STAGES] = {};
+    long long stamp_ = clock64(), stage_[STAGES] = {};
     unsigned columns_ = 0;
 #endif
     if (entry == E_INIT) {
@@ -297,7 +296,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         int col = 0;
         bool breakdown = false;
         R sc = R(1);  // V[col]'s scale: its rows hold w, V[col] = sc w (scaled past barrier 1)
-        STAGE_START();
+        STAGE(11);
         for (;;) {
             T *vc = V + (long long)col * n;
             T *w = V + (long long)(col + 1) * n;  // orthogonalized in place: V[col + 1]
@@ -398,25 +397,33 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             if (inner == inner_limit || breakdown || col == restart) break;
         }
         if (status != S_RUNNING) break;
-        // y = H^-1 g (back substitution; block 0's thread 0), then x += V y.
-        if (lead) {
-            const int last = col - 1;
-            if (is_zero(hess[(long long)last * (restart + 1) + last])) gv[last] = S{};
+        // y = H^-1 g (back substitution: block 0's first warp, a lane a row of g; each
+        // g[i] takes the host's updates in the host's order), then x += V y.
+        if (blockIdx.x == 0 && threadIdx.x < WARP) {
+            const int last = col - 1, lane = threadIdx.x;
+            if (lane == 0 && is_zero(hess[(long long)last * (restart + 1) + last])) gv[last] = S{};
+            __syncwarp();
             for (int k = last; k > 0; --k) {
-                if (!is_zero(gv[k])) {
+                const S gk = gv[k];
+                __syncwarp();  // (every lane has read g[k] before lane 0 writes it)
+                if (!is_zero(gk)) {
                     const S *hk = hess + (long long)k * (restart + 1);
-                    gv[k] = div(gv[k], hk[k]);
-                    const S yk = gv[k];
-                    for (int i = 0; i < k; ++i) gv[i] = sub(gv[i], mul(yk, hk[i]));
+                    const S yk = div(gk, hk[k]);
+                    for (int i = lane; i < k; i += WARP) gv[i] = sub(gv[i], mul(yk, hk[i]));
+                    if (lane == 0) gv[k] = yk;
                 }
+                __syncwarp();
             }
-            if (!is_zero(gv[0])) gv[0] = div(gv[0], hess[0]);
-            for (int k = 0; k < col; ++k) y[k] = from_small<T>(gv[k]);
+            if (lane == 0 && !is_zero(gv[0])) gv[0] = div(gv[0], hess[0]);
+            __syncwarp();
+            for (int k = lane; k < col; k += WARP) y[k] = from_small<T>(gv[k]);
         }
+        STAGE(10);
         g.sync();  // y written, ctl the last column's estimate
         presid = *reinterpret_cast<volatile double *>(ctl);
         for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
             T acc = zero<T>();
+#pragma unroll 8
             for (int k = 0; k < col; ++k) acc = add(acc, mul(y[k], V[(long long)k * n + i]));
             x[i] = add(x[i], acc);
         }

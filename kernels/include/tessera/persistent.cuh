@@ -54,8 +54,8 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
     const int L = op.lanes;
     if (op.kind == OP_DENSE) {
         const T *row = op.val + i * op.ld;
-        // loads of the row (and of v) in flight a lane before summing: 64 bytes of each
-        acc = strided_dot<(sizeof(T) <= 4 ? 16 : 8)>(row, v, sub, L, n, acc);
+        // loads of the row (and of v) in flight a lane before summing: 32 bytes of each
+        acc = strided_dot<(sizeof(T) <= 4 ? 8 : 4)>(row, v, sub, L, n, acc);
     } else {
         const long long stop = op.ptr[i + 1];
         for (long long e = (long long)op.ptr[i] + sub; e < stop; e += L)
