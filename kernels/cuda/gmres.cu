@@ -402,20 +402,20 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         if (blockIdx.x == 0 && threadIdx.x < WARP) {
             const int last = col - 1, lane = threadIdx.x;
             if (lane == 0 && is_zero(hess[(long long)last * (restart + 1) + last])) gv[last] = S{};
-            __syncwarp();
+            warp_sync();
             for (int k = last; k > 0; --k) {
                 const S gk = gv[k];
-                __syncwarp();  // (every lane has read g[k] before lane 0 writes it)
+                warp_sync();  // (every lane has read g[k] before lane 0 writes it)
                 if (!is_zero(gk)) {
                     const S *hk = hess + (long long)k * (restart + 1);
                     const S yk = div(gk, hk[k]);
                     for (int i = lane; i < k; i += WARP) gv[i] = sub(gv[i], mul(yk, hk[i]));
                     if (lane == 0) gv[k] = yk;
                 }
-                __syncwarp();
+                warp_sync();
             }
             if (lane == 0 && !is_zero(gv[0])) gv[0] = div(gv[0], hess[0]);
-            __syncwarp();
+            warp_sync();
             for (int k = lane; k < col; k += WARP) y[k] = from_small<T>(gv[k]);
         }
         STAGE(10);

@@ -12,6 +12,9 @@
 //     group's first lane (the tree of warp_sum within the group; width 1: v itself).
 //   tessera::shfl<WARP>(v, src): every lane reads lane src of its WARP-wide group (a
 //     broadcast when src is the same for all).
+//   tessera::warp_sync(): the lanes of a warp meet, and each one's shared and global
+//     writes before it are seen by the others after it (CUDA's __syncwarp; on AMD a
+//     wavefront barrier between two wavefront-scope fences).
 //   tessera::block_sum<WARP, BLOCK>(v, scratch): the sum over the BLOCK threads of a
 //     one-dimensional block, in thread 0: each warp's warp_sum, then warp 0 adds the
 //     warps' sums (a tree again, in warp order). scratch is __shared__ T[BLOCK / WARP];
@@ -35,6 +38,17 @@
 #include "tessera/types.cuh"
 
 namespace tessera {
+
+__device__ __forceinline__ void warp_sync()
+{
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#else
+    __syncwarp();
+#endif
+}
 
 template <int WARP, typename T> __device__ __forceinline__ T shfl_down(T v, int delta)
 {
