@@ -16,29 +16,13 @@ wait for the slowest block; the stamps inside a stage that ends in a block's own
 from __future__ import annotations
 
 import argparse
-import statistics
-
 import numpy as np
+
+from .probe_krylov_grid import _events
 
 STAGES = ("product", "partials 1", "barrier 1", "gather 1", "project 1 + partials 2",
           "barrier 2", "gather 2 + project 2 + partials 3", "barrier 3", "gather 3",
           "rotations (block 0)", "back substitution (block 0)", "the rest of a cycle")
-
-
-def _events(fn, reps=15, warm=3):
-    import cupy as cp
-
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) * 1e3)  # us
-    return statistics.median(times)
 
 
 def _stages(solve_once, gm, khz: float):
