@@ -16,6 +16,7 @@ wait for the slowest block; the stamps inside a stage that ends in a block's own
 from __future__ import annotations
 
 import argparse
+
 import numpy as np
 
 from .probe_krylov_grid import _events
@@ -65,16 +66,13 @@ def main(argv=None):
                     help="the timings only (a tree whose kernel has no stamps)")
     args = ap.parse_args(argv)
     import cupy as cp
-    import cupyx.scipy.sparse as csp
     import cupyx.scipy.sparse.linalg as csla
-    import scipy.sparse as sp
     from tessera_array.backends._cupy import gmres as gm
 
-    import tessera_array as xp
-    from tessera_array.sparse import csr_array
     from tessera_array.sparse import linalg as tla
 
     from .cuda_krylov import _poisson, _spd
+    from .krylov_vs_cupy import system_pair
 
     dev = args.device
     index = int(dev.split(":")[1]) if ":" in dev else 0
@@ -86,13 +84,7 @@ def main(argv=None):
     for kind, host, dtypes in (("dense spd 2049", _spd(2049), ("float32", "float64")),
                                ("poisson 1024^2", _poisson(1024), ("float32",))):
         for dtype in dtypes:
-            h = host.astype(dtype)
-            if sp.issparse(h):
-                a_t, a_c = csr_array(h, device=dev), csp.csr_matrix(h)
-            else:
-                a_t, a_c = xp.asarray(h, device=dev), cp.asarray(h)
-            b = np.random.default_rng(3).standard_normal(h.shape[0]).astype(dtype)
-            b_t, b_c = xp.asarray(b, device=dev), cp.asarray(b)
+            a_t, a_c, _, _, b_t, b_c = system_pair(kind, host.astype(dtype), dtype, dev)
 
             def ours(a=a_t, v=b_t):
                 return tla.gmres(a, v, rtol=0.0, atol=0.0, restart=restart, maxiter=cycles)
