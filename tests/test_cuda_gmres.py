@@ -117,6 +117,39 @@ def test_preconditioned_and_nonzero_start(dtype, launches):
                                        atol=1e-6 * np.abs(_np(generic[0])).max())
 
 
+@pytest.mark.parametrize("form", ["two barriers", "three barriers"])
+def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
+    """The launcher takes the two-barrier column where the basis is at most
+    PIPELINE_BYTES and the three-barrier one above: both, on every compared system (fixed
+    cycles), with M, and converging (the stop on presid <= ptol)."""
+    monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 1 << 40 if form == "two barriers" else 0)
+    forms = []
+    real = cu_gmres.FusedGMRES.run
+
+    def run(self, cycles, presids=False):
+        forms.append(self.pipelined)
+        return real(self, cycles, presids)
+
+    monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
+    for case in COMPARED:
+        A = _on_device(COMPARED[case](np.float64))
+        b = xp.asarray(_rhs(A.shape[0]), device=DEV)
+        fused, generic = _both(A, b, rtol=0.0, atol=0.0, restart=7, maxiter=3)
+        _close(fused, generic, 1e-9)
+    a = convection_diffusion(8)
+    A = csr_array(sp.csr_array(a), device=DEV)
+    M = csr_array(sp.diags_array(1.0 / a.diagonal()).tocsr(), device=DEV)
+    b = xp.asarray(_rhs(a.shape[0]), device=DEV)
+    for m in (None, M):
+        fused, generic = _both(A, b, M=m, rtol=0.0, atol=0.0, restart=6, maxiter=4)
+        _close(fused, generic, 1e-9)
+        fused, generic = _both(A, b, M=m, rtol=1e-8, restart=6)
+        assert fused[1] == 0 and abs(fused[2].iterations - generic[2].iterations) <= 1
+        np.testing.assert_allclose(_np(fused[0]), _np(generic[0]), rtol=1e-6,
+                                   atol=1e-6 * np.abs(_np(generic[0])).max())
+    assert forms and set(forms) == {form == "two barriers"}
+
+
 def _scipy_count(a, b, **kw):
     seen = []
     x, info = sla.gmres(a, b, callback=seen.append, callback_type="pr_norm", **kw)

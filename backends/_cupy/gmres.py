@@ -9,8 +9,9 @@ it declines (None) a callable operator and a restart longer than :data:`RESTART_
 :meth:`FusedGMRES.run` is one cooperative launch running up to ``cycles`` restart cycles
 (at most :attr:`FusedGMRES.cycles_max`) with the Arnoldi process (CGS2), the Givens
 rotations, the triangular solve, the update of x and every stopping test on the device,
-three grid barriers an inner iteration (four with ``M``); then one read of the state
-words and histories through pinned memory (``# sync``).
+three grid barriers an inner iteration (four with ``M``), or two (three with ``M``) where
+the basis is at most :data:`PIPELINE_BYTES`; then one read of the state words and
+histories through pinned memory (``# sync``).
 
 Geometry (:func:`geometry`): each block owns a contiguous run of rows (their products,
 updates and partial dot products), as many blocks as the rows fill and at most
@@ -53,6 +54,10 @@ FILE = "gmres.cu"
 BLOCKS_PER_SM = 2
 RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
 SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 / itemsize)
+# The two-barrier column (gmres.cu's "Two barriers") keeps M A V, restart more vectors,
+# and sweeps them once more a column: taken where the basis is at most this many bytes
+# (a latency-bound system; a first guess, not yet measured against the three-barrier form).
+PIPELINE_BYTES = 8 << 20
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
@@ -116,14 +121,18 @@ class FusedGMRES:
             blocks = geometry(n, lanes_of(a, m), warp, _kernels.multiprocessors(dev),
                               _resident_blocks(kernel, name, dev), BLOCKS_PER_SM)
             nz = n if m.kind != OP_NONE else 0
+            self.pipelined = (restart + 1) * n * dt.itemsize <= PIPELINE_BYTES
+            nu = (restart + 1) * n if self.pipelined else 0  # U, then Z (restart vectors)
             parts = 2 * SLOTS * blocks
             # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
-            # RowGrid loads them), then r, z (M's products), the basis V and y.
-            work = _kernels.empty((parts + n + nz + (restart + 1) * n + restart,), dt)
+            # RowGrid loads them), then r, z (M's products), the basis V, y, U and Z.
+            work = _kernels.empty((parts + n + nz + (restart + 1) * n + restart + nu,), dt)
             o = parts + n + nz + (restart + 1) * n
             r = work[parts:parts + n]
             z = work[parts + n:parts + 2 * n] if nz else None
             V, y = work[parts + n + nz:o], work[o:o + restart]
+            u = work[o + restart:o + restart + n] if nu else None
+            zs = work[o + restart + n:o + restart + nu] if nu else None
             c = 2 if dt.kind == "c" else 1
             small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
             words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
@@ -136,7 +145,8 @@ class FusedGMRES:
                     c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
                     *m.ctypes_args(),
                     *[_ptr(v) for v in (b, x, r, V, z, y, work[:parts], small, st,
-                                        self.bar)]]
+                                        self.bar)],
+                    c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs)]
             self._launch = Launch(kernel, blocks, args, st, words)
             self.blocks = blocks
             self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)

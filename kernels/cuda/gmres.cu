@@ -32,16 +32,24 @@
 //            rotations run meanwhile, and a column's presid <= ptol is tested past the
 //            next column's first barrier (that column, begun, is dropped). Iterates
 //            agree with the host loop's to rounding, not bit for bit.
+// Two barriers (pipe, the launcher's choice for small bases): the raw products Z[k] =
+//            M A V[k] are kept; after the second projection's barrier (U = w - V h whole)
+//            h1 = sqrt(||U||^2 - ||g||^2) (||U||^2 summed with g = V^H U), V[j+1] = (U -
+//            V g) / h1, and the next product is (M A U - Z g) / h1, so ||w|| needs no
+//            barrier of its own. Checked in NumPy against CGS2's direct norm: the same
+//            inner iterations (benchmarks/NOTES.md).
 // Layout     b, x, r, z (M's products): contiguous vectors of n elements. V: the basis,
 //            restart + 1 rows of n contiguous elements (row j at V + j * n). A dense
 //            operand: row i at val + i * ld, its n columns contiguous; a CSR one: data
 //            val, column indices idx (I), row starts ptr (P). y: restart values of T (the
 //            triangular solve's solution, rounded to T). part (T): 2 * SLOTS *
 //            gridDim.x partial sums (two regions, used in turn; RowGrid's block-major
-//            layout, 16-byte aligned: the workspace's start). small (double): the
-//            rotated Hessenberg columns (restart x (restart + 1) of S: double, or two
-//            doubles for complex T), then two control words (g, the rotations and the
-//            column being rotated live in block 0's shared memory for a cycle). st
+//            layout, 16-byte aligned: the workspace's start). U (n) and Z (restart
+//            rows of n): the two-barrier form's (pipe; else unused, may be null).
+//            small (double): the rotated Hessenberg columns (restart x (restart + 1)
+//            of S: double, or two doubles for complex T), then two control words (g,
+//            the rotations and the column being rotated live in block 0's shared
+//            memory for a cycle). st
 //            (double): the state words W_*, then this launch's ||r|| history (cycles +
 //            1), then its presid history (cycles * restart). bar: the grid barrier's
 //            counter, zero when the solve starts.
@@ -215,7 +223,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                   const int m_kind, const int m_lanes, const T *__restrict__ m_val,
                   const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
                   const T *__restrict__ b, T *x, T *r, T *V, T *z, T *y, T *part,
-                  double *small, double *st, unsigned long long *bar)
+                  double *small, double *st, unsigned long long *bar, const int pipe, T *U,
+                  T *Z)
 {
     using namespace tessera;
     using namespace tessera::gmk;
@@ -258,6 +267,43 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     long long stamp_ = clock64(), stage_[STAGES] = {};
     unsigned columns_ = 0;
 #endif
+    // Block 0's thread 0: the column (hcol) rotated by the cycle's rotations, a new
+    // rotation, the residual estimate presid (ctl: the others read it past the next
+    // barrier) and its history.
+    const auto rotate = [&](int col, double h1, bool breakdown) {
+        if (!lead) return;
+        S hk = hcol[0];  // entry k as the rotations before k left it
+        for (int k = 0; k < col; ++k) {
+            const double c = gc[k];
+            const S s = gs[k], n1 = hcol[k + 1];
+            hcol[k] = add(times(c, hk), mul(s, n1));
+            hk = add(mul(neg(conjugate(s)), hk), times(c, n1));
+        }
+        double c;
+        S s, mag;
+        lartg(hk, small_real<S>(breakdown ? 0.0 : h1), c, s, mag);
+        gc[col] = c;
+        gs[col] = s;
+        hcol[col] = mag;
+        S *h = hess + (long long)col * (restart + 1);
+        for (int k = 0; k <= col; ++k) h[k] = hcol[k];
+        const S t = mul(neg(conjugate(s)), gv[col]);
+        gv[col] = times(c, gv[col]);
+        gv[col + 1] = t;
+        presid = magnitude(t);
+        ctl[0] = presid;  // (the others read it past the next barrier)
+        prh[inner - inner0] = presid;
+    };
+    // out = M A v on this block's rows (A v alone without M; a barrier between the two).
+    const auto product_ma = [&](const T *v, T *out) {
+        if (m_kind != OP_NONE) {
+            g.product(A, v, z);
+            g.sync();  // A v whole before M's rows read it
+            g.product(M, z, out);
+        } else {
+            g.product(A, v, out);
+        }
+    };
     if (entry == E_INIT) {
         if (nonzero) {
             g.product(A, x, r);
@@ -297,7 +343,78 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         bool breakdown = false;
         R sc = R(1);  // V[col]'s scale: its rows hold w, V[col] = sc w (scaled past barrier 1)
         STAGE(11);
-        for (;;) {
+        if (pipe) {  // two barriers a column (the header's "Two barriers")
+            product_ma(V, Z);  // Z[0] = M A V[0]
+            for (;;) {
+                const T *w = Z + (long long)col * n;  // M A V[col]
+                g.partials(col + 2, [&](int k, long long i) {
+                    return k <= col ? conj_mul(V[(long long)k * n + i], w[i])
+                                    : from_real<T>(abs2(w[i]));
+                });
+                STAGE(1);
+                g.sync();  // barrier 1
+                STAGE(2);
+                g.gather(col + 2);
+                if (col > 0 && *reinterpret_cast<volatile double *>(ctl) <= ptol) break;
+                STAGE(3);
+                const double h0 = (double)root(real_part(sums[col + 1]));
+                if (!isfinite(h0)) {
+                    status = S_NONFINITE;
+                    break;
+                }
+                for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
+                __syncthreads();
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {  // U = w - V h
+                    T ui = w[i];
+#pragma unroll 8
+                    for (int k = 0; k <= col; ++k) ui = sub(ui, mul(proj[k], V[(long long)k * n + i]));
+                    U[i] = ui;
+                }
+                __syncthreads();
+                g.partials(col + 2, [&](int k, long long i) {
+                    return k <= col ? conj_mul(V[(long long)k * n + i], U[i])
+                                    : from_real<T>(abs2(U[i]));
+                });
+                STAGE(4);
+                g.sync();  // barrier 2: U whole for the next product
+                STAGE(5);
+                g.gather(col + 2);
+                double h1sq = (double)real_part(sums[col + 1]);  // ||U||^2 - ||g||^2
+                for (int k = 0; k <= col; ++k) h1sq = sub(h1sq, abs2(to_small(sums[k])));
+                const double h1 = sqrt(fmax(h1sq, 0.0));
+                breakdown = h1 <= eps * h0;
+                sc = breakdown ? R(1) : R(1.0 / h1);
+                T *vn = V + (long long)(col + 1) * n;
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {  // (U - V g) sc
+                    T vi = U[i];
+#pragma unroll 8
+                    for (int k = 0; k <= col; ++k) vi = sub(vi, mul(sums[k], V[(long long)k * n + i]));
+                    vn[i] = scale(vi, sc);
+                }
+                if (lead)  // the Hessenberg column: the two projections summed
+                    for (int k = 0; k <= col; ++k) hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
+                STAGE(6);
+                rotate(col, h1, breakdown);
+                STAGE(9);
+                ++inner;
+                ++col;
+#ifdef TESSERA_GMRES_STAGES
+                ++columns_;
+#endif
+                if (inner == inner_limit || breakdown || col == restart) break;
+                // The next column's product: M A V[col] = (M A U - Z[0..col - 1] g) sc.
+                T *wn = Z + (long long)col * n;
+                product_ma(U, wn);
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
+                    T zi = wn[i];
+#pragma unroll 8
+                    for (int k = 0; k < col; ++k) zi = sub(zi, mul(sums[k], Z[(long long)k * n + i]));
+                    wn[i] = scale(zi, sc);
+                }
+                __syncthreads();
+                STAGE(0);
+            }
+        } else for (;;) {  // three barriers a column
             T *vc = V + (long long)col * n;
             T *w = V + (long long)(col + 1) * n;  // orthogonalized in place: V[col + 1]
             // w = M A V[col] = (M A vc) sc: A (w / h1) as (A w) / h1.
@@ -365,29 +482,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             breakdown = h1 <= eps * h0;
             sc = breakdown ? R(1) : R(1.0 / h1);
             STAGE(8);
-            if (lead) {  // rotate the column, a new rotation, the residual estimate
-                S hk = hcol[0];  // entry k as the rotations before k left it
-                for (int k = 0; k < col; ++k) {
-                    const double c = gc[k];
-                    const S s = gs[k], n1 = hcol[k + 1];
-                    hcol[k] = add(times(c, hk), mul(s, n1));
-                    hk = add(mul(neg(conjugate(s)), hk), times(c, n1));
-                }
-                double c;
-                S s, mag;
-                lartg(hk, small_real<S>(breakdown ? 0.0 : h1), c, s, mag);
-                gc[col] = c;
-                gs[col] = s;
-                hcol[col] = mag;
-                S *h = hess + (long long)col * (restart + 1);
-                for (int k = 0; k <= col; ++k) h[k] = hcol[k];
-                const S t = mul(neg(conjugate(s)), gv[col]);
-                gv[col] = times(c, gv[col]);
-                gv[col + 1] = t;
-                presid = magnitude(t);
-                ctl[0] = presid;  // (the others read it past the next barrier)
-                prh[inner - inner0] = presid;
-            }
+            rotate(col, h1, breakdown);
             STAGE(9);
             ++inner;
             ++col;
