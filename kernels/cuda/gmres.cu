@@ -294,6 +294,16 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         ctl[0] = presid;  // (the others read it past the next barrier)
         prh[inner - inner0] = presid;
     };
+    // dst = (src - V[0..count) h) sc on this block's rows (each term the two-step
+    // axpy's; sc = 1 leaves the bits).
+    const auto subtract_basis = [&](const T *src, const T *h, int count, T *dst, R sc) {
+        for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
+            T v = src[i];
+#pragma unroll 8
+            for (int k = 0; k < count; ++k) v = sub(v, mul(h[k], V[(long long)k * n + i]));
+            dst[i] = scale(v, sc);
+        }
+    };
     // out = M A v on this block's rows (A v alone without M; a barrier between the two).
     const auto product_ma = [&](const T *v, T *out) {
         if (m_kind != OP_NONE) {
@@ -364,12 +374,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 }
                 for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
                 __syncthreads();
-                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {  // U = w - V h
-                    T ui = w[i];
-#pragma unroll 8
-                    for (int k = 0; k <= col; ++k) ui = sub(ui, mul(proj[k], V[(long long)k * n + i]));
-                    U[i] = ui;
-                }
+                subtract_basis(w, proj, col + 1, U, R(1));  // U = w - V h
                 __syncthreads();
                 g.partials(col + 2, [&](int k, long long i) {
                     return k <= col ? conj_mul(V[(long long)k * n + i], U[i])
@@ -384,13 +389,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 const double h1 = sqrt(fmax(h1sq, 0.0));
                 breakdown = h1 <= eps * h0;
                 sc = breakdown ? R(1) : R(1.0 / h1);
-                T *vn = V + (long long)(col + 1) * n;
-                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {  // (U - V g) sc
-                    T vi = U[i];
-#pragma unroll 8
-                    for (int k = 0; k <= col; ++k) vi = sub(vi, mul(sums[k], V[(long long)k * n + i]));
-                    vn[i] = scale(vi, sc);
-                }
+                subtract_basis(U, sums, col + 1, V + (long long)(col + 1) * n, sc);
                 if (lead)  // the Hessenberg column: the two projections summed
                     for (int k = 0; k <= col; ++k) hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
                 STAGE(6);
@@ -446,15 +445,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 status = S_NONFINITE;
                 break;
             }
-            // w -= V[0..col]^T h on this block's rows (each term the two-step axpy's)
-            const auto project_out = [&](const T *h) {
-                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
-                    T wi = w[i];
-#pragma unroll 8
-                    for (int k = 0; k <= col; ++k) wi = sub(wi, mul(h[k], V[(long long)k * n + i]));
-                    w[i] = wi;
-                }
-            };
+            const auto project_out = [&](const T *h) { subtract_basis(w, h, col + 1, w, R(1)); };
             if (col > 0)  // V[col] = sc w: no block reads these rows' old values past barrier 1
                 for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) vc[i] = scale(vc[i], sc);
             for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
