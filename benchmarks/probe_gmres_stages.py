@@ -9,8 +9,12 @@ probe prints them an inner iteration, for block 0 (which also does the rotations
 median block and the slowest, in us at the device's clock rate. A barrier's stage is the
 wait for the slowest block; the stamps inside a stage that ends in a block's own
 ``__syncthreads`` are exact, the others see the loads they issued but not their returns.
+In the two-barrier column (``PIPELINE_BYTES``) stage "product" is the next column's
+product with its Z correction, "gather 2 + ..." the second reduction with V[j+1], and the
+third barrier's stages stay 0.
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
+        [--pipeline-bytes N]
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--no-stages", action="store_true",
                     help="the timings only (a tree whose kernel has no stamps)")
+    ap.add_argument("--pipeline-bytes", type=int, default=None,
+                    help="the launcher's PIPELINE_BYTES (0: the three-barrier column "
+                         "everywhere; a large value: the two-barrier one)")
     args = ap.parse_args(argv)
     import cupy as cp
     import cupyx.scipy.sparse.linalg as csla
@@ -75,6 +82,8 @@ def main(argv=None):
     from .krylov_vs_cupy import system_pair
 
     dev = args.device
+    if args.pipeline_bytes is not None:
+        gm.PIPELINE_BYTES = args.pipeline_bytes
     index = int(dev.split(":")[1]) if ":" in dev else 0
     rt = cp.cuda.runtime
     khz = rt.deviceGetAttribute(rt.cudaDevAttrClockRate, index)
