@@ -14,7 +14,7 @@ product with its Z correction, "gather 2 + ..." the second reduction with V[j+1]
 third barrier's stages stay 0.
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
-        [--pipeline-bytes N]
+        [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS] [--only dense]
 """
 
 from __future__ import annotations
@@ -71,6 +71,12 @@ def main(argv=None):
     ap.add_argument("--pipeline-bytes", type=int, default=None,
                     help="the launcher's PIPELINE_BYTES (0: the three-barrier column "
                          "everywhere; a large value: the two-barrier one)")
+    ap.add_argument("--blocks-per-sm", type=int, default=None,
+                    help="the launcher's BLOCKS_PER_SM")
+    ap.add_argument("--block", type=int, default=None,
+                    help="threads a block (the kernels' BLOCK template argument; 256)")
+    ap.add_argument("--only", default=None,
+                    help="only the systems whose label contains this (e.g. dense)")
     args = ap.parse_args(argv)
     import cupy as cp
     import cupyx.scipy.sparse.linalg as csla
@@ -84,6 +90,12 @@ def main(argv=None):
     dev = args.device
     if args.pipeline_bytes is not None:
         gm.PIPELINE_BYTES = args.pipeline_bytes
+    if args.blocks_per_sm is not None:
+        gm.BLOCKS_PER_SM = args.blocks_per_sm
+    if args.block is not None:
+        from tessera_array.backends._cupy import _persistent, cg
+
+        _persistent.BLOCK = cg.BLOCK = args.block
     index = int(dev.split(":")[1]) if ":" in dev else 0
     rt = cp.cuda.runtime
     khz = rt.deviceGetAttribute(rt.cudaDevAttrClockRate, index)
@@ -92,6 +104,8 @@ def main(argv=None):
     its = cycles * restart
     for kind, host, dtypes in (("dense spd 2049", _spd(2049), ("float32", "float64")),
                                ("poisson 1024^2", _poisson(1024), ("float32",))):
+        if args.only and args.only not in kind:
+            continue
         for dtype in dtypes:
             a_t, a_c, _, _, b_t, b_c = system_pair(kind, host.astype(dtype), dtype, dev)
 
