@@ -14,7 +14,8 @@ product with its Z correction, "gather 2 + ..." the second reduction with V[j+1]
 third barrier's stages stay 0.
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
-        [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS] [--only dense]
+        [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS] [--no-cache]
+        [--only dense]
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def main(argv=None):
                     help="the launcher's BLOCKS_PER_SM")
     ap.add_argument("--block", type=int, default=None,
                     help="threads a block (the kernels' BLOCK template argument; 256)")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="the launcher's CACHE_A off (A's rows read from L2)")
     ap.add_argument("--only", default=None,
                     help="only the systems whose label contains this (e.g. dense)")
     args = ap.parse_args(argv)
@@ -90,6 +93,8 @@ def main(argv=None):
     dev = args.device
     if args.pipeline_bytes is not None:
         gm.PIPELINE_BYTES = args.pipeline_bytes
+    if args.no_cache:
+        gm.CACHE_A = False
     if args.blocks_per_sm is not None:
         gm.BLOCKS_PER_SM = args.blocks_per_sm
     if args.block is not None:

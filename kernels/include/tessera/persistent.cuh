@@ -6,8 +6,10 @@
 //   StoredOp<T, I, P>: a stored operator, dense (val, ld: row i at val + i * ld, its n
 //     columns contiguous) or CSR (data val, column indices idx, row starts ptr), with the
 //     lanes that sum one row (1: a row per thread; WARP: a row per warp).
-//   row_part(op, i, n, sub, v): lane sub's share of row i of op times v (dense: four
-//     loads in flight; CSR: the row's entries in storage order, every lanes-th).
+//   row_part(op, i, n, sub, v): lane sub's share of row i of op times v (dense: 32
+//     bytes of loads in flight; CSR: the row's entries in storage order, every lanes-th).
+//     A dense op may hold only a block's rows, in shared memory (RowGrid::cache_rows):
+//     the same loads in the same order, so the same bits.
 //   grid_sync(bar, blocks): the grid-wide barrier of a cooperative launch, on a 64-bit
 //     arrival counter that only grows (each launch of one solve starts it at a multiple
 //     of the block count, which is fixed per solve).
@@ -36,13 +38,15 @@ constexpr int OP_NONE = 0, OP_DENSE = 1, OP_CSR = 2, OP_HOST = 3;
 __device__ __forceinline__ float root(float v) { return sqrtf(v); }  // (correctly rounded)
 __device__ __forceinline__ double root(double v) { return sqrt(v); }
 
-// A stored operator: dense (val, ld) or CSR (val, idx, ptr).
+// A stored operator: dense (val, ld; row i at val + (i - base) * ld: base 0 for a whole
+// matrix, a block's first row for its rows copied to shared memory) or CSR (val, idx, ptr).
 template <typename T, typename I, typename P> struct StoredOp {
     int kind, lanes;
     const T *__restrict__ val;
     const I *__restrict__ idx;
     const P *__restrict__ ptr;
     long long ld;
+    long long base;
 };
 
 // Row i of op times v: this lane's share (lanes `lanes`, this lane `sub` of them).
@@ -53,7 +57,7 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
     T acc = zero<T>();
     const int L = op.lanes;
     if (op.kind == OP_DENSE) {
-        const T *row = op.val + i * op.ld;
+        const T *row = op.val + (i - op.base) * op.ld;
         // loads of the row (and of v) in flight a lane before summing: 32 bytes of each
         acc = strided_dot<(sizeof(T) <= 4 ? 8 : 4)>(row, v, sub, L, n, acc);
     } else {
@@ -167,6 +171,23 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
         partials(1, [&](int, long long i) { return from_real<T>(abs2(v[i])); });
         reduce(1);
         return (double)root(real_part(sums[0]));
+    }
+
+    // A dense op's rows of this block copied to cache ((row1 - row0) n elements, shared
+    // memory; then a __syncthreads), and the op over that copy (rows_at).
+    template <typename I, typename P>
+    __device__ __forceinline__ void cache_rows(const StoredOp<T, I, P> &op, T *cache) const
+    {
+        for (long long i = row0; i < row1; ++i)
+            for (long long c = threadIdx.x; c < n; c += BLOCK)
+                cache[(i - row0) * n + c] = op.val[i * op.ld + c];
+        __syncthreads();
+    }
+    template <typename I, typename P>
+    __device__ __forceinline__ StoredOp<T, I, P> rows_at(const StoredOp<T, I, P> &op,
+                                                         const T *cache) const
+    {
+        return StoredOp<T, I, P>{op.kind, op.lanes, cache, op.idx, op.ptr, n, row0};
     }
 
     // out = (op v) sc on this block's rows (then a __syncthreads: the block may read
