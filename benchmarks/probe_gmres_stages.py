@@ -15,7 +15,7 @@ third barrier's stages stay 0.
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
         [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS] [--no-cache]
-        [--only dense]
+        [--define NAME=VALUE ...] [--only dense]
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def main(argv=None):
                     help="threads a block (the kernels' BLOCK template argument; 256)")
     ap.add_argument("--no-cache", action="store_true",
                     help="the launcher's CACHE_A off (A's rows read from L2)")
+    ap.add_argument("--define", action="append", default=[],
+                    help="NAME=VALUE: a -D option to every compile of gmres.cu (repeatable)")
     ap.add_argument("--only", default=None,
                     help="only the systems whose label contains this (e.g. dense)")
     args = ap.parse_args(argv)
@@ -93,6 +95,14 @@ def main(argv=None):
     dev = args.device
     if args.pipeline_bytes is not None:
         gm.PIPELINE_BYTES = args.pipeline_bytes
+    if args.define:
+        defines = tuple(f"-D{d}" for d in args.define)
+        compile_ = gm._kernels.function
+
+        def function(file, name, device, *, options=()):
+            return compile_(file, name, device, options=tuple(options) + defines)
+
+        gm._kernels.function = function
     if args.no_cache:
         gm.CACHE_A = False
     if args.blocks_per_sm is not None:

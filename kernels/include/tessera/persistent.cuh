@@ -98,6 +98,11 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
 // reduction, after the barrier: each thread adds every g-th block's E = 16 / sizeof(T) consecutive sums (one 16-byte load a
 // block), then a warp a sum adds the g groups' totals; the order depends on count, blocks
 // and BLOCK only, so every block holds the same values and takes the same decisions.
+#ifndef TESSERA_GATHER_UNROLL
+#define TESSERA_GATHER_UNROLL 4
+#endif
+constexpr int GATHER_UNROLL = TESSERA_GATHER_UNROLL;  // blocks' sums loaded a thread at once
+
 template <typename T, int WARP, int BLOCK> struct RowGrid {
     static constexpr int WARPS = BLOCK / WARP;
     static constexpr int E = 16 / (int)sizeof(T);  // sums a 16-byte load (vec16<T>)
@@ -136,7 +141,7 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
             T acc[E];
 #pragma unroll
             for (int e = 0; e < E; ++e) acc[e] = zero<T>();
-#pragma unroll 4
+#pragma unroll GATHER_UNROLL
             for (int j = grp; j < blocks; j += groups) {
                 const vec16<T> v =
                     *reinterpret_cast<const vec16<T> *>(all + (long long)j * slots + q * E);
