@@ -101,7 +101,10 @@ template <> struct small_of<cdouble> { typedef cdouble type; };
 
 __device__ __forceinline__ double to_small(float v) { return (double)v; }
 __device__ __forceinline__ double to_small(double v) { return v; }
-__device__ __forceinline__ cdouble to_small(cfloat v) { return cdouble{(double)v.re, (double)v.im}; }
+__device__ __forceinline__ cdouble to_small(cfloat v)
+{
+    return cdouble{(double)v.re, (double)v.im};
+}
 __device__ __forceinline__ cdouble to_small(cdouble v) { return v; }
 template <typename T> __device__ __forceinline__ T from_small(double v) { return T(v); }
 template <> __device__ __forceinline__ cfloat from_small<cfloat>(double v)
@@ -404,7 +407,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 sc = breakdown ? R(1) : R(1.0 / h1);
                 subtract_basis(U, sums, col + 1, V + (long long)(col + 1) * n, sc);
                 if (lead)  // the Hessenberg column: the two projections summed
-                    for (int k = 0; k <= col; ++k) hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
+                    for (int k = 0; k <= col; ++k)
+                        hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
                 STAGE(6);
                 rotate(col, h1, breakdown);
                 STAGE(9);
@@ -420,7 +424,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
                     T zi = wn[i];
 #pragma unroll 8
-                    for (int k = 0; k < col; ++k) zi = sub(zi, mul(sums[k], Z[(long long)k * n + i]));
+                    for (int k = 0; k < col; ++k)
+                        zi = sub(zi, mul(sums[k], Z[(long long)k * n + i]));
                     wn[i] = scale(zi, sc);
                 }
                 __syncthreads();
@@ -460,7 +465,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             }
             const auto project_out = [&](const T *h) { subtract_basis(w, h, col + 1, w, R(1)); };
             if (col > 0)  // V[col] = sc w: no block reads these rows' old values past barrier 1
-                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) vc[i] = scale(vc[i], sc);
+                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK)
+                    vc[i] = scale(vc[i], sc);
             for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
             __syncthreads();
             project_out(proj);

@@ -101,6 +101,11 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
     __syncthreads();
 }
 
+#ifndef TESSERA_GATHER_UNROLL
+#define TESSERA_GATHER_UNROLL 4
+#endif
+constexpr int GATHER_UNROLL = TESSERA_GATHER_UNROLL;  // (RowGrid::gather)
+
 // A grid whose block k owns the rows [row0, row1) = [k c, (k + 1) c), c = ceil(n / blocks):
 // their products, their elementwise updates and their shares of every dot product, so
 // only what another block reads needs a grid barrier. Partial sums are block-major: block
@@ -108,14 +113,10 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
 // aligned and slots a multiple of 16 / sizeof(T): the launchers place the partial sums at
 // the start of their workspace). A dot product's partial sum: warp q of a block takes
 // the sums q, q + WARPS, ..., its lanes over the block's rows (a warp_sum). Their
-// reduction, after the barrier: each thread adds every g-th block's E = 16 / sizeof(T) consecutive sums (one 16-byte load a
-// block), then a warp a sum adds the g groups' totals; the order depends on count, blocks
-// and BLOCK only, so every block holds the same values and takes the same decisions.
-#ifndef TESSERA_GATHER_UNROLL
-#define TESSERA_GATHER_UNROLL 4
-#endif
-constexpr int GATHER_UNROLL = TESSERA_GATHER_UNROLL;  // blocks' sums loaded a thread at once
-
+// reduction, after the barrier: each thread adds every g-th block's E = 16 / sizeof(T)
+// consecutive sums (one 16-byte load a block, GATHER_UNROLL of them issued together),
+// then a warp a sum adds the g groups' totals; the order depends on count, blocks and
+// BLOCK only, so every block holds the same values and takes the same decisions.
 template <typename T, int WARP, int BLOCK> struct RowGrid {
     static constexpr int WARPS = BLOCK / WARP;
     static constexpr int E = 16 / (int)sizeof(T);  // sums a 16-byte load (vec16<T>)
