@@ -75,7 +75,7 @@ def main(argv=None):
     ap.add_argument("--blocks-per-sm", type=int, default=None,
                     help="the launcher's BLOCKS_PER_SM")
     ap.add_argument("--block", type=int, default=None,
-                    help="threads a block (the kernels' BLOCK template argument; 256)")
+                    help="the launcher's BLOCK (threads a block)")
     ap.add_argument("--no-cache", action="store_true",
                     help="the launcher's CACHE_A off (A's rows read from L2)")
     ap.add_argument("--define", action="append", default=[],
@@ -108,9 +108,7 @@ def main(argv=None):
     if args.blocks_per_sm is not None:
         gm.BLOCKS_PER_SM = args.blocks_per_sm
     if args.block is not None:
-        from tessera_array.backends._cupy import _persistent, cg
-
-        _persistent.BLOCK = cg.BLOCK = args.block
+        gm.BLOCK = args.block
     index = int(dev.split(":")[1]) if ":" in dev else 0
     rt = cp.cuda.runtime
     khz = rt.deviceGetAttribute(rt.cudaDevAttrClockRate, index)

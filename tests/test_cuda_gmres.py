@@ -179,7 +179,7 @@ def test_rows_in_shared_memory_give_the_same_bits(dtype, monkeypatch):
         assert info1 == info2 == 5
         assert np.array_equal(_np(x1), _np(x2))
     monkeypatch.setattr(cu_gmres, "CACHE_A", True)
-    big = 4096  # rows of a block: at least 4096 / 2 a multiprocessor / 132, 16 KB each
+    big = 4096  # a block's rows (at least 4096 / 264, 16 KB each) pass its shared memory
     cached.clear()
     tla.gmres(xp.asarray(_nonsym(big, 4, np.float32), device=DEV),
               xp.asarray(_rhs(big, dtype=np.float32), device=DEV), rtol=0.0, atol=0.0,
@@ -286,11 +286,13 @@ def test_declines_what_it_cannot_take(launches):
 
 
 def test_geometry_stays_resident():
-    assert cu_gmres.geometry(2049, 32, 32, 132, 2) == 132
-    assert cu_gmres.geometry(60, 32, 32, 132, 2) == 8
-    assert cu_gmres.geometry(1 << 20, 1, 32, 132, 2) == 132
-    assert cu_gmres.geometry(2049, 32, 32, 132, 2, per_sm=2) == 257
-    assert cu_gmres.geometry(2049, 32, 32, 132, 1, per_sm=2) == 132
+    assert cu_gmres.geometry(2049, 32, 32, 132, 2, block=256) == 132
+    assert cu_gmres.geometry(60, 32, 32, 132, 2, block=256) == 8
+    assert cu_gmres.geometry(1 << 20, 1, 32, 132, 2, block=256) == 132
+    assert cu_gmres.geometry(2049, 32, 32, 132, 2, per_sm=2, block=256) == 257
+    assert cu_gmres.geometry(2049, 32, 32, 132, 1, per_sm=2, block=256) == 132
+    assert cu_gmres.geometry(2049, 32, 32, 132, 1, block=512) == 129  # 16 rows a pass
+    assert cu_gmres.geometry(60, 32, 32, 132, 1, block=512) == 4
 
 
 def test_run_refuses_bad_arguments():

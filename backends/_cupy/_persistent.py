@@ -30,34 +30,37 @@ def _cupy():
     return cupy
 
 
-def kernel_name(kernel: str, dtype, itype, ptype, warp: int) -> str:
+def kernel_name(kernel: str, dtype, itype, ptype, warp: int, block: int = BLOCK) -> str:
     """The template instance ``kernel<T, I, P, WARP, BLOCK>`` of a row-owning solver for a
-    solve of ``dtype`` whose CSR indices and row starts are ``itype`` / ``ptype``."""
+    solve of ``dtype`` whose CSR indices and row starts are ``itype`` / ``ptype``, with
+    blocks of ``block`` threads."""
     from .cg import _INDEX
     from .matvec import CTYPE
 
     return (f"{kernel}<{CTYPE[np.dtype(dtype)]}, {_INDEX[np.dtype(itype)]}, "
-            f"{_INDEX[np.dtype(ptype)]}, {warp}, {BLOCK}>")
+            f"{_INDEX[np.dtype(ptype)]}, {warp}, {block}>")
 
 
-def geometry(n: int, lanes: int, warp: int, sms: int, resident: int, per_sm: int) -> int:
-    """Blocks of one solve: one per pass of a block's warps over rows (``BLOCK / warp``
+def geometry(n: int, lanes: int, warp: int, sms: int, resident: int, per_sm: int,
+             block: int = BLOCK) -> int:
+    """Blocks of one solve: one per pass of a block's warps over rows (``block / warp``
     warps, ``warp / lanes`` rows each), at least 1, at most ``per_sm`` (and no more than
     ``resident``) per multiprocessor on ``sms`` of them."""
-    rows_per_pass = (BLOCK // warp) * (warp // lanes)
+    rows_per_pass = (block // warp) * (warp // lanes)
     need = -(-max(n, 1) // rows_per_pass)
     return max(1, min(need, sms * min(per_sm, resident)))
 
 
 class Launch:
-    """One solve's kernel, grid, dynamic shared memory a block and arguments (ctypes
+    """One solve's kernel, grid, block, dynamic shared memory a block and arguments (ctypes
     values, rebound by index between launches), and its state words ``st`` (float64 on
     the device) read through a pinned host copy of ``words`` doubles."""
 
-    def __init__(self, kernel, blocks: int, args: list, st, words: int, shared: int = 0):
+    def __init__(self, kernel, blocks: int, args: list, st, words: int, shared: int = 0,
+                 block: int = BLOCK):
         cupy = _cupy()
         self.kernel, self.blocks, self.args, self.st = kernel, blocks, args, st
-        self.shared = shared  # dynamic shared memory a block, bytes
+        self.shared, self.block = shared, block  # dynamic shared memory (bytes), threads
         self.params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         self._pinned = cupy.cuda.alloc_pinned_memory(words * 8)
         self._host = np.frombuffer(self._pinned, dtype=np.float64, count=words)
@@ -67,7 +70,7 @@ class Launch:
         cooperative path reads every device attribute on each launch)."""
         cupy = _cupy()
         cupy.cuda.driver.launchCooperativeKernel(
-            self.kernel.ptr, self.blocks, 1, 1, BLOCK, 1, 1, self.shared,
+            self.kernel.ptr, self.blocks, 1, 1, self.block, 1, 1, self.shared,
             cupy.cuda.get_current_stream().ptr, ctypes.addressof(self.params))
 
     def read(self, count: int):

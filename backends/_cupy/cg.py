@@ -129,13 +129,13 @@ def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
     return max(1, min(need, sms * min(per_sm, resident)))
 
 
-def _resident_blocks(kernel, name: str, device) -> int:
+def _resident_blocks(kernel, name: str, device, block: int = BLOCK) -> int:
     hit = _resident.get((device.id, name))
     if hit is None:
         cupy = _cupy()
-        hit = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, BLOCK, 0)
+        hit = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, block, 0)
         if hit < 1:
-            raise RuntimeError(f"cg_fused: {name} cannot keep one block of {BLOCK} threads "
+            raise RuntimeError(f"cg_fused: {name} cannot keep one block of {block} threads "
                                f"resident on {_kernels.device_label(device.id)}")
         _resident[(device.id, name)] = hit
     return hit

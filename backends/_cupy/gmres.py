@@ -28,12 +28,12 @@ from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
-from . import _kernels, _persistent
+from . import _kernels
 from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pair
 from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
 
-__all__ = ["BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "gmres_fused",
+__all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "gmres_fused",
            "instances", "register"]
 
 FILE = "gmres.cu"
@@ -52,7 +52,8 @@ FILE = "gmres.cu"
 # cupyx, whose classical Gram-Schmidt sweeps the basis twice an iteration to CGS2's
 # four: benchmarks/NOTES.md, "Fused GMRES and BiCGSTAB on CUDA" and "cupyx's gmres
 # counted right")
-BLOCKS_PER_SM = 2
+BLOCKS_PER_SM = 1
+BLOCK = 512  # threads a block
 RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
 SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 / itemsize)
 # The two-barrier column (gmres.cu's "Two barriers") keeps M A V, restart more vectors,
@@ -60,8 +61,9 @@ SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 
 # (a latency-bound system; a first guess, not yet measured against the three-barrier form).
 PIPELINE_BYTES = 8 << 20
 # A dense A's rows of each block copied to its shared memory at a launch's start
-# (gmres.cu's a_cache) wherever they fit with the grid still resident: the products read
-# them there instead of from L2 (the same bits). False: never.
+# (gmres.cu's a_cache) wherever they fit with the grid still resident, and each
+# product's vector copied there first: the products read both there instead of from L2
+# (the same bits). False: never.
 CACHE_A = True
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
@@ -81,25 +83,26 @@ def _cupy():
 
 
 def _name(dtype, itype, ptype, warp: int) -> str:
-    return kernel_name("tessera_gmres_run", dtype, itype, ptype, warp)
+    return kernel_name("tessera_gmres_run", dtype, itype, ptype, warp, BLOCK)
 
 
 def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
-             per_sm: int = 1) -> int:
+             per_sm: int = 1, block: int | None = None) -> int:
     """Blocks of one solve (:func:`._persistent.geometry`, at most ``per_sm`` a
-    multiprocessor; the launcher passes :data:`BLOCKS_PER_SM`)."""
-    return _geometry(n, lanes, warp, sms, resident, per_sm)
+    multiprocessor, blocks of ``block`` threads, :data:`BLOCK` by default; the launcher
+    passes :data:`BLOCKS_PER_SM`)."""
+    return _geometry(n, lanes, warp, sms, resident, per_sm, BLOCK if block is None else block)
 
 
 def _cache_bytes(kernel, name: str, device, a, n: int, blocks: int, itemsize: int,
                  sms: int) -> int:
     """Dynamic shared memory a block for its rows of a dense ``a`` (0: not cached): the
-    rows of the largest block, if the kernel may take that much (its static shared
-    memory beside it) and ``blocks`` blocks of it stay resident on ``sms``
+    rows of the largest block and one vector, if the kernel may take that much (its
+    static shared memory beside it) and ``blocks`` blocks of it stay resident on ``sms``
     multiprocessors."""
     if not CACHE_A or a.kind != OP_DENSE:
         return 0
-    need = -(-n // blocks) * n * itemsize
+    need = (-(-n // blocks) + 1) * n * itemsize  # (and the vector of a product)
     cupy = _cupy()
     driver = cupy.cuda.driver
     key = (device.id, name)
@@ -110,8 +113,7 @@ def _cache_bytes(kernel, name: str, device, a, n: int, blocks: int, itemsize: in
         except driver.CUDADriverError:
             return 0
         _opted[key] = need
-    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr,
-                                                                _persistent.BLOCK, need)
+    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, BLOCK, need)
     return need if resident * sms >= blocks else 0
 
 
@@ -150,8 +152,8 @@ class FusedGMRES:
             name = _name(dt, index[0], index[1], warp)
             kernel = _kernels.function(FILE, name, dev)
             sms = _kernels.multiprocessors(dev)
-            blocks = geometry(n, lanes_of(a, m), warp, sms, _resident_blocks(kernel, name, dev),
-                              BLOCKS_PER_SM)
+            blocks = geometry(n, lanes_of(a, m), warp, sms,
+                              _resident_blocks(kernel, name, dev, BLOCK), BLOCKS_PER_SM)
             shared = _cache_bytes(kernel, name, dev, a, n, blocks, dt.itemsize, sms)
             nz = n if m.kind != OP_NONE else 0
             self.pipelined = (restart + 1) * n * dt.itemsize <= PIPELINE_BYTES
@@ -181,7 +183,7 @@ class FusedGMRES:
                                         self.bar)],
                     c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs),
                     c_.c_int(int(shared > 0))]
-            self._launch = Launch(kernel, blocks, args, st, words, shared)
+            self._launch = Launch(kernel, blocks, args, st, words, shared, BLOCK)
             self.cached = shared > 0
             self.blocks = blocks
             self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)

@@ -47,7 +47,8 @@
 //            layout, 16-byte aligned: the workspace's start). U (n) and Z (restart
 //            rows of n): the two-barrier form's (pipe; else unused, may be null). With
 //            a_cache, a dense A's rows of a block are copied at the launch's start to its
-//            dynamic shared memory ((row1 - row0) n elements); its products read them there.
+//            dynamic shared memory ((row1 - row0) n elements, then n for the vector of
+//            each product, copied there first); its products read both there.
 //            small (double): the rotated Hessenberg columns (restart x (restart + 1)
 //            of S: double, or two doubles for complex T), then two control words (g,
 //            the rotations and the column being rotated live in block 0's shared
@@ -246,13 +247,16 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     // a_cache: A is dense and this block's rows of it fit the launch's dynamic shared
     // memory: the products read that copy (the same bits), not L2.
     extern __shared__ __align__(16) unsigned char cache_[];
+    T *const vbuf = reinterpret_cast<T *>(cache_) + (row1 - row0) * n;  // (after A's rows)
     if (a_cache) g.cache_rows(A, reinterpret_cast<T *>(cache_));
     const StoredOp<T, I, P> Ac = g.rows_at(A, reinterpret_cast<const T *>(cache_));
     const auto product_a = [&](const T *v, T *out, R sc) {
-        if (a_cache)
-            g.product(Ac, v, out, sc);
-        else
+        if (a_cache) {
+            g.stage(v, vbuf);
+            g.product(Ac, vbuf, out, sc);
+        } else {
             g.product(A, v, out, sc);
+        }
     };
     const bool lead = blockIdx.x == 0 && threadIdx.x == 0;  // block 0's thread 0
     // The small problem (block 0's thread 0 only) and its control words.

@@ -70,15 +70,19 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
 
 // The grid-wide barrier: a 64-bit arrival counter bar that only grows (over every
 // launch of one solve, whose grid size is fixed: each launch starts it at a multiple of
-// the block count). A block's thread 0 arrives (atomicAdd) and waits for the count that
-// closes its round; the fences order every thread's writes before the arrival and the
-// reads after it (the block's __syncthreads on either side). The launch is cooperative,
-// so every block is resident and the wait ends.
+// the block count). A block's thread 0 arrives (an add with release semantics; on HIP a
+// fence, then atomicAdd) and waits for the count that closes its round (loads with
+// acquire semantics; on HIP volatile loads, then a fence), which orders every thread's
+// writes before the arrival and the reads after it (the block's __syncthreads on either
+// side). The launch is cooperative, so every block is resident and the wait ends.
+// Release/acquire against the fences, H100, gmres on the dense 2049 system (float32,
+// benchmarks/probe_gmres_stages.py): 18.38 against 19.32 us an inner iteration.
 __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long long blocks)
 {
     __syncthreads();
-#if defined(TESSERA_BARRIER_ACQREL) && defined(__CUDA_ARCH__) && !defined(__HIP_PLATFORM_AMD__)
-    // (a measured variant: the arrival a release, the wait acquire loads, no fences)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(TESSERA_BARRIER_FENCES)
+    // The arrival a release, the wait acquire loads: no full fences (the fenced form
+    // below is HIP's, and CUDA's with -DTESSERA_BARRIER_FENCES).
     if (threadIdx.x == 0) {
         unsigned long long ticket, seen;
         asm volatile("atom.add.release.gpu.u64 %0, [%1], 1;"
@@ -193,13 +197,22 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
     }
 
     // A dense op's rows of this block copied to cache ((row1 - row0) n elements, shared
-    // memory; then a __syncthreads), and the op over that copy (rows_at).
+    // memory; then a __syncthreads), and the op over that copy (rows_at), whose products
+    // take v from shared memory too (stage).
     template <typename I, typename P>
     __device__ __forceinline__ void cache_rows(const StoredOp<T, I, P> &op, T *cache) const
     {
         for (long long i = row0; i < row1; ++i)
             for (long long c = threadIdx.x; c < n; c += BLOCK)
                 cache[(i - row0) * n + c] = op.val[i * op.ld + c];
+        __syncthreads();
+    }
+    // vbuf[0..n) = v (shared memory; then a __syncthreads): one round of loads a
+    // thread, where a product's lanes would wait on each of theirs in turn.
+    __device__ __forceinline__ void stage(const T *v, T *vbuf) const
+    {
+#pragma unroll 8
+        for (long long c = threadIdx.x; c < n; c += BLOCK) vbuf[c] = v[c];
         __syncthreads();
     }
     template <typename I, typename P>
