@@ -250,6 +250,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     T *const vbuf = reinterpret_cast<T *>(cache_) + (row1 - row0) * n;  // (after A's rows)
     if (a_cache) g.cache_rows(A, reinterpret_cast<T *>(cache_));
     const StoredOp<T, I, P> Ac = g.rows_at(A, reinterpret_cast<const T *>(cache_));
+    const auto one = [](int) { return R(1); };  // (dots: no scaling)
     const auto product_a = [&](const T *v, T *out, R sc) {
         if (a_cache) {
             g.stage(v, vbuf);
@@ -377,10 +378,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             product_ma(V, Z);  // Z[0] = M A V[0]
             for (;;) {
                 const T *w = Z + (long long)col * n;  // M A V[col]
-                g.partials(col + 2, [&](int k, long long i) {
-                    return k <= col ? conj_mul(V[(long long)k * n + i], w[i])
-                                    : from_real<T>(abs2(w[i]));
-                });
+                g.dots(col + 2, [&](int k) { return k <= col ? V + (long long)k * n : w; },
+                       one, w);  // V^H w, then w^H w
                 STAGE(1);
                 g.sync();  // barrier 1
                 STAGE(2);
@@ -396,10 +395,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 __syncthreads();
                 subtract_basis(w, proj, col + 1, U, R(1));  // U = w - V h
                 __syncthreads();
-                g.partials(col + 2, [&](int k, long long i) {
-                    return k <= col ? conj_mul(V[(long long)k * n + i], U[i])
-                                    : from_real<T>(abs2(U[i]));
-                });
+                g.dots(col + 2, [&](int k) { return k <= col ? V + (long long)k * n : U; },
+                       one, U);  // V^H U, then U^H U
                 STAGE(4);
                 g.sync();  // barrier 2: U whole for the next product
                 STAGE(5);
@@ -448,12 +445,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             }
             STAGE(0);
             // Projections V^H w and ||w||^2 together (V[col]'s rows scaled on the fly).
-            g.partials(col + 2, [&](int k, long long i) {
-                const T *vk = V + (long long)k * n;
-                return k < col ? conj_mul(vk[i], w[i])
-                               : k == col ? conj_mul(scale(vk[i], sc), w[i])
-                                          : from_real<T>(abs2(w[i]));
-            });
+            g.dots(col + 2, [&](int k) { return k <= col ? V + (long long)k * n : w; },
+                   [&](int k) { return k == col ? sc : R(1); }, w);  // V^H w, then w^H w
             STAGE(1);
             g.sync();  // barrier 1: every block's product of V[col] done, the sums written
             STAGE(2);
@@ -476,9 +469,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             project_out(proj);
             __syncthreads();
             // The second projection.
-            g.partials(col + 1, [&](int k, long long i) {
-                return conj_mul(V[(long long)k * n + i], w[i]);
-            });
+            g.dots(col + 1, [&](int k) { return V + (long long)k * n; }, one, w);
             STAGE(4);
             g.sync();  // barrier 2
             STAGE(5);
