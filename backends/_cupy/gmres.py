@@ -33,8 +33,8 @@ from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pa
 from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
 
-__all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "FusedGMRES", "geometry", "gmres_fused",
-           "instances", "register"]
+__all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "STREAM_BLOCK", "STREAM_BLOCKS_PER_SM",
+           "FusedGMRES", "geometry", "gmres_fused", "instances", "register"]
 
 FILE = "gmres.cu"
 # Blocks per multiprocessor at most: 2 (the kernel's 128 registers a thread allow two of
@@ -54,6 +54,9 @@ FILE = "gmres.cu"
 # counted right")
 BLOCKS_PER_SM = 1
 BLOCK = 512  # threads a block
+# ... and where the basis is past PIPELINE_BYTES (memory-bound sweeps):
+STREAM_BLOCKS_PER_SM = 2
+STREAM_BLOCK = 256
 RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
 SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 / itemsize)
 # The two-barrier column (gmres.cu's "Two barriers") keeps M A V, restart more vectors,
@@ -82,8 +85,8 @@ def _cupy():
     return cupy
 
 
-def _name(dtype, itype, ptype, warp: int) -> str:
-    return kernel_name("tessera_gmres_run", dtype, itype, ptype, warp, BLOCK)
+def _name(dtype, itype, ptype, warp: int, block: int) -> str:
+    return kernel_name("tessera_gmres_run", dtype, itype, ptype, warp, block)
 
 
 def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
@@ -95,7 +98,7 @@ def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
 
 
 def _cache_bytes(kernel, name: str, device, a, n: int, blocks: int, itemsize: int,
-                 sms: int) -> int:
+                 sms: int, block: int) -> int:
     """Dynamic shared memory a block for its rows of a dense ``a`` (0: not cached): the
     rows of the largest block and one vector, if the kernel may take that much (its
     static shared memory beside it) and ``blocks`` blocks of it stay resident on ``sms``
@@ -113,7 +116,7 @@ def _cache_bytes(kernel, name: str, device, a, n: int, blocks: int, itemsize: in
         except driver.CUDADriverError:
             return 0
         _opted[key] = need
-    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, BLOCK, need)
+    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, block, need)
     return need if resident * sms >= blocks else 0
 
 
@@ -149,14 +152,16 @@ class FusedGMRES:
             self.declined = a is None
             if self.declined:
                 return
-            name = _name(dt, index[0], index[1], warp)
+            self.pipelined = (restart + 1) * n * dt.itemsize <= PIPELINE_BYTES
+            block, per_sm = ((BLOCK, BLOCKS_PER_SM) if self.pipelined else
+                             (STREAM_BLOCK, STREAM_BLOCKS_PER_SM))
+            name = _name(dt, index[0], index[1], warp, block)
             kernel = _kernels.function(FILE, name, dev)
             sms = _kernels.multiprocessors(dev)
             blocks = geometry(n, lanes_of(a, m), warp, sms,
-                              _resident_blocks(kernel, name, dev, BLOCK), BLOCKS_PER_SM)
-            shared = _cache_bytes(kernel, name, dev, a, n, blocks, dt.itemsize, sms)
+                              _resident_blocks(kernel, name, dev, block), per_sm, block)
+            shared = _cache_bytes(kernel, name, dev, a, n, blocks, dt.itemsize, sms, block)
             nz = n if m.kind != OP_NONE else 0
-            self.pipelined = (restart + 1) * n * dt.itemsize <= PIPELINE_BYTES
             nu = (restart + 1) * n if self.pipelined else 0  # U, then Z (restart vectors)
             parts = 2 * SLOTS * blocks
             # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
@@ -183,7 +188,7 @@ class FusedGMRES:
                                         self.bar)],
                     c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs),
                     c_.c_int(int(shared > 0))]
-            self._launch = Launch(kernel, blocks, args, st, words, shared, BLOCK)
+            self._launch = Launch(kernel, blocks, args, st, words, shared, block)
             self.cached = shared > 0
             self.blocks = blocks
             self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)
@@ -233,8 +238,8 @@ def gmres_fused(x, b, A, M, *, restart, maxiter, inner_limit, atol, ptol, eps, n
 def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance these launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
-    return [(FILE, _name(dt, it, pt, warp)) for dt in sorted(_FLOATING, key=str)
-            for it in _INDEX for pt in _INDEX]
+    return [(FILE, _name(dt, it, pt, warp, block)) for dt in sorted(_FLOATING, key=str)
+            for it in _INDEX for pt in _INDEX for block in sorted({BLOCK, STREAM_BLOCK})]
 
 
 def register(registry, backend_name: str) -> None:

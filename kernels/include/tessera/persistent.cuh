@@ -223,9 +223,12 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
     template <typename I, typename P>
     __device__ __forceinline__ void cache_rows(const StoredOp<T, I, P> &op, T *cache) const
     {
-        for (long long i = row0; i < row1; ++i)
-            for (long long c = threadIdx.x; c < n; c += BLOCK)
-                cache[(i - row0) * n + c] = op.val[i * op.ld + c];
+        // (the rows flattened, eight loads in flight a thread; a copy fits in shared
+        // memory, so its index fits an int)
+        const int count = (int)((row1 - row0) * n), width = (int)n;
+#pragma unroll 8
+        for (int e = threadIdx.x; e < count; e += BLOCK)
+            cache[e] = op.val[(row0 + e / width) * op.ld + e % width];
         __syncthreads();
     }
     // vbuf[0..n) = v (shared memory; then a __syncthreads): one round of loads a
