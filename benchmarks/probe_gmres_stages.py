@@ -14,7 +14,7 @@ product with its Z correction, "gather 2 + ..." the second reduction with V[j+1]
 third barrier's stages stay 0.
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
-        [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS] [--no-cache]
+        [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS]
         [--define NAME=VALUE ...] [--only dense]
 """
 
@@ -76,8 +76,6 @@ def main(argv=None):
                     help="the launcher's BLOCKS_PER_SM")
     ap.add_argument("--block", type=int, default=None,
                     help="the launcher's BLOCK (threads a block)")
-    ap.add_argument("--no-cache", action="store_true",
-                    help="the launcher's CACHE_A off (A's rows read from L2)")
     ap.add_argument("--define", action="append", default=[],
                     help="NAME=VALUE: a -D option to every compile of gmres.cu (repeatable)")
     ap.add_argument("--only", default=None,
@@ -103,8 +101,6 @@ def main(argv=None):
             return compile_(file, name, device, options=tuple(options) + defines)
 
         gm._kernels.function = function
-    if args.no_cache:
-        gm.CACHE_A = False
     if args.blocks_per_sm is not None:
         gm.BLOCKS_PER_SM = args.blocks_per_sm
     if args.block is not None:

@@ -150,45 +150,6 @@ def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
     assert forms and set(forms) == {form == "two barriers"}
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_rows_in_shared_memory_give_the_same_bits(dtype, monkeypatch):
-    """A dense A's rows kept in shared memory (CACHE_A) change where the products read,
-    not what they add: x and info are the same bits as with the cache off, with and
-    without M and x0; a CSR A, and a dense one whose rows do not fit, are not cached."""
-    cached = []
-    real = cu_gmres.FusedGMRES.run
-
-    def run(self, cycles, presids=False):
-        cached.append(self.cached)
-        return real(self, cycles, presids)
-
-    monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
-    n = 300
-    A = xp.asarray(_nonsym(n, 4, dtype), device=DEV)
-    M = xp.asarray(np.eye(n, dtype=dtype) + 1e-2 * _nonsym(n, 6, dtype), device=DEV)
-    b = xp.asarray(_rhs(n, dtype=dtype), device=DEV)
-    x0 = xp.asarray(_rhs(n, seed=8, dtype=dtype), device=DEV)
-    runs = {}
-    for cache in (True, False):
-        monkeypatch.setattr(cu_gmres, "CACHE_A", cache)
-        cached.clear()
-        runs[cache] = [tla.gmres(A, b, x0=start, M=m, rtol=0.0, atol=0.0, restart=9,
-                                 maxiter=5) for m in (None, M) for start in (None, x0)]
-        assert cached and set(cached) == {cache}
-    for (x1, info1), (x2, info2) in zip(runs[True], runs[False]):
-        assert info1 == info2 == 5
-        assert np.array_equal(_np(x1), _np(x2))
-    monkeypatch.setattr(cu_gmres, "CACHE_A", True)
-    big = 4096  # a block's rows (at least 4096 / 264, 16 KB each) pass its shared memory
-    cached.clear()
-    tla.gmres(xp.asarray(_nonsym(big, 4, np.float32), device=DEV),
-              xp.asarray(_rhs(big, dtype=np.float32), device=DEV), rtol=0.0, atol=0.0,
-              restart=2, maxiter=1)
-    tla.gmres(csr_array(sp.csr_array(convection_diffusion(8)), device=DEV),
-              xp.asarray(_rhs(64), device=DEV), rtol=0.0, atol=0.0, restart=2, maxiter=1)
-    assert cached == [False, False]
-
-
 def _scipy_count(a, b, **kw):
     seen = []
     x, info = sla.gmres(a, b, callback=seen.append, callback_type="pr_norm", **kw)

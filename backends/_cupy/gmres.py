@@ -24,14 +24,13 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
 from . import _kernels
 from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pair
 from ._persistent import geometry as _geometry
-from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
+from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
 
 __all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "STREAM_BLOCK", "STREAM_BLOCKS_PER_SM",
            "FusedGMRES", "geometry", "gmres_fused", "instances", "register"]
@@ -63,13 +62,6 @@ SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 
 # and sweeps them once more a column: taken where the basis is at most this many bytes
 # (a latency-bound system; a first guess, not yet measured against the three-barrier form).
 PIPELINE_BYTES = 8 << 20
-# A dense A's rows of each block copied to its shared memory at a launch's start
-# (gmres.cu's a_cache) wherever they fit with the grid still resident, and each
-# product's vector copied there first: the products read both there instead of from L2
-# (the same bits). False: never.
-CACHE_A = True
-_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-_opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
@@ -95,29 +87,6 @@ def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
     multiprocessor, blocks of ``block`` threads, :data:`BLOCK` by default; the launcher
     passes :data:`BLOCKS_PER_SM`)."""
     return _geometry(n, lanes, warp, sms, resident, per_sm, BLOCK if block is None else block)
-
-
-def _cache_bytes(kernel, name: str, device, a, n: int, blocks: int, itemsize: int,
-                 sms: int, block: int) -> int:
-    """Dynamic shared memory a block for its rows of a dense ``a`` (0: not cached): the
-    rows of the largest block and one vector, if the kernel may take that much (its
-    static shared memory beside it) and ``blocks`` blocks of it stay resident on ``sms``
-    multiprocessors."""
-    if not CACHE_A or a.kind != OP_DENSE:
-        return 0
-    need = (-(-n // blocks) + 1) * n * itemsize  # (and the vector of a product)
-    cupy = _cupy()
-    driver = cupy.cuda.driver
-    key = (device.id, name)
-    granted = _opted.get(key, 0)
-    if need > granted:
-        try:  # (refused where need and the static shared memory pass the device's limit)
-            driver.funcSetAttribute(kernel.ptr, _MAX_DYNAMIC_SHARED, need)
-        except driver.CUDADriverError:
-            return 0
-        _opted[key] = need
-    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, block, need)
-    return need if resident * sms >= blocks else 0
 
 
 def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
@@ -160,7 +129,6 @@ class FusedGMRES:
             sms = _kernels.multiprocessors(dev)
             blocks = geometry(n, lanes_of(a, m), warp, sms,
                               _resident_blocks(kernel, name, dev, block), per_sm, block)
-            shared = _cache_bytes(kernel, name, dev, a, n, blocks, dt.itemsize, sms, block)
             nz = n if m.kind != OP_NONE else 0
             nu = (restart + 1) * n if self.pipelined else 0  # U, then Z (restart vectors)
             parts = 2 * SLOTS * blocks
@@ -186,10 +154,8 @@ class FusedGMRES:
                     *m.ctypes_args(),
                     *[_ptr(v) for v in (b, x, r, V, z, y, work[:parts], small, st,
                                         self.bar)],
-                    c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs),
-                    c_.c_int(int(shared > 0))]
-            self._launch = Launch(kernel, blocks, args, st, words, shared, block)
-            self.cached = shared > 0
+                    c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs)]
+            self._launch = Launch(kernel, blocks, args, st, words, block)
             self.blocks = blocks
             self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)
 

@@ -45,10 +45,7 @@
 //            triangular solve's solution, rounded to T). part (T): 2 * SLOTS *
 //            gridDim.x partial sums (two regions, used in turn; RowGrid's block-major
 //            layout, 16-byte aligned: the workspace's start). U (n) and Z (restart
-//            rows of n): the two-barrier form's (pipe; else unused, may be null). With
-//            a_cache, a dense A's rows of a block are copied at the launch's start to its
-//            dynamic shared memory ((row1 - row0) n elements, then n for the vector of
-//            each product, copied there first); its products read both there.
+//            rows of n): the two-barrier form's (pipe; else unused, may be null).
 //            small (double): the rotated Hessenberg columns (restart x (restart + 1)
 //            of S: double, or two doubles for complex T), then two control words (g,
 //            the rotations and the column being rotated live in block 0's shared
@@ -230,7 +227,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                   const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
                   const T *__restrict__ b, T *x, T *r, T *V, T *z, T *y, T *part,
                   double *small, double *st, unsigned long long *bar, const int pipe, T *U,
-                  T *Z, const int a_cache)
+                  T *Z)
 {
     using namespace tessera;
     using namespace tessera::gmk;
@@ -244,21 +241,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     RowGrid<T, WARP, BLOCK> g{bar, part, sums, n, row0, row1, (int)gridDim.x, SLOTS, 0};
     const StoredOp<T, I, P> A{a_kind, a_lanes, a_val, a_idx, a_ptr, a_ld};
     const StoredOp<T, I, P> M{m_kind, m_lanes, m_val, m_idx, m_ptr, m_ld};
-    // a_cache: A is dense and this block's rows of it fit the launch's dynamic shared
-    // memory: the products read that copy (the same bits), not L2.
-    extern __shared__ __align__(16) unsigned char cache_[];
-    T *const vbuf = reinterpret_cast<T *>(cache_) + (row1 - row0) * n;  // (after A's rows)
-    if (a_cache) g.cache_rows(A, reinterpret_cast<T *>(cache_));
-    const StoredOp<T, I, P> Ac = g.rows_at(A, reinterpret_cast<const T *>(cache_));
     const auto one = [](int) { return R(1); };  // (dots: no scaling)
-    const auto product_a = [&](const T *v, T *out, R sc) {
-        if (a_cache) {
-            g.stage(v, vbuf);
-            g.product(Ac, vbuf, out, sc);
-        } else {
-            g.product(A, v, out, sc);
-        }
-    };
     const bool lead = blockIdx.x == 0 && threadIdx.x == 0;  // block 0's thread 0
     // The small problem (block 0's thread 0 only) and its control words.
     // The cycle's rotated Hessenberg columns in small, the rest in block 0's shared memory.
@@ -328,16 +311,16 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     // out = M A v on this block's rows (A v alone without M; a barrier between the two).
     const auto product_ma = [&](const T *v, T *out) {
         if (m_kind != OP_NONE) {
-            product_a(v, z, R(1));
+            g.product(A, v, z);
             g.sync();  // A v whole before M's rows read it
             g.product(M, z, out);
         } else {
-            product_a(v, out, R(1));
+            g.product(A, v, out);
         }
     };
     if (entry == E_INIT) {
         if (nonzero) {
-            product_a(x, r, R(1));
+            g.product(A, x, r);
             for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = sub(b[i], r[i]);
         } else {
             for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = b[i];
@@ -437,11 +420,11 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             T *w = V + (long long)(col + 1) * n;  // orthogonalized in place: V[col + 1]
             // w = M A V[col] = (M A vc) sc: A (w / h1) as (A w) / h1.
             if (m_kind != OP_NONE) {
-                product_a(vc, z, R(1));
+                g.product(A, vc, z);
                 g.sync();  // A v whole before M's rows read it
                 g.product(M, z, w, sc);
             } else {
-                product_a(vc, w, sc);
+                g.product(A, vc, w, sc);
             }
             STAGE(0);
             // Projections V^H w and ||w||^2 together (V[col]'s rows scaled on the fly).
@@ -528,7 +511,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             x[i] = add(x[i], acc);
         }
         g.sync();  // x whole before its product
-        product_a(x, r, R(1));
+        g.product(A, x, r);
         for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = sub(b[i], r[i]);
         __syncthreads();
         rnorm = g.norm(r);

@@ -8,8 +8,6 @@
 //     lanes that sum one row (1: a row per thread; WARP: a row per warp).
 //   row_part(op, i, n, sub, v): lane sub's share of row i of op times v (dense: 32
 //     bytes of loads in flight; CSR: the row's entries in storage order, every lanes-th).
-//     A dense op may hold only a block's rows, in shared memory (RowGrid::cache_rows):
-//     the same loads in the same order, so the same bits.
 //   grid_sync(bar, blocks): the grid-wide barrier of a cooperative launch, on a 64-bit
 //     arrival counter that only grows (each launch of one solve starts it at a multiple
 //     of the block count, which is fixed per solve).
@@ -38,15 +36,13 @@ constexpr int OP_NONE = 0, OP_DENSE = 1, OP_CSR = 2, OP_HOST = 3;
 __device__ __forceinline__ float root(float v) { return sqrtf(v); }  // (correctly rounded)
 __device__ __forceinline__ double root(double v) { return sqrt(v); }
 
-// A stored operator: dense (val, ld; row i at val + (i - base) * ld: base 0 for a whole
-// matrix, a block's first row for its rows copied to shared memory) or CSR (val, idx, ptr).
+// A stored operator: dense (val, ld) or CSR (val, idx, ptr).
 template <typename T, typename I, typename P> struct StoredOp {
     int kind, lanes;
     const T *__restrict__ val;
     const I *__restrict__ idx;
     const P *__restrict__ ptr;
     long long ld;
-    long long base;
 };
 
 // Row i of op times v: this lane's share (lanes `lanes`, this lane `sub` of them).
@@ -57,7 +53,7 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
     T acc = zero<T>();
     const int L = op.lanes;
     if (op.kind == OP_DENSE) {
-        const T *row = op.val + (i - op.base) * op.ld;
+        const T *row = op.val + i * op.ld;
         // loads of the row (and of v) in flight a lane before summing: 32 bytes of each
         acc = strided_dot<(sizeof(T) <= 4 ? 8 : 4)>(row, v, sub, L, n, acc);
     } else {
@@ -75,8 +71,10 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
 // acquire semantics; on HIP volatile loads, then a fence), which orders every thread's
 // writes before the arrival and the reads after it (the block's __syncthreads on either
 // side). The launch is cooperative, so every block is resident and the wait ends.
-// Release/acquire against the fences, H100, gmres on the dense 2049 system (float32,
-// benchmarks/probe_gmres_stages.py): 18.38 against 19.32 us an inner iteration.
+// Release/acquire against the fences, gmres on the dense 2049 system (float32, H100,
+// benchmarks/probe_gmres_stages.py, two runs on two machines): 18.38 against 19.32 and
+// 22.16 against 21.31 us an inner iteration: within those runs' noise (kept: the
+// release/acquire pair is the ordering the barrier needs, without full fences).
 __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long long blocks)
 {
     __syncthreads();
@@ -105,11 +103,6 @@ __device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long
     __syncthreads();
 }
 
-#ifndef TESSERA_GATHER_UNROLL
-#define TESSERA_GATHER_UNROLL 4
-#endif
-constexpr int GATHER_UNROLL = TESSERA_GATHER_UNROLL;  // (RowGrid::gather)
-
 // A grid whose block k owns the rows [row0, row1) = [k c, (k + 1) c), c = ceil(n / blocks):
 // their products, their elementwise updates and their shares of every dot product, so
 // only what another block reads needs a grid barrier. Partial sums are block-major: block
@@ -118,8 +111,8 @@ constexpr int GATHER_UNROLL = TESSERA_GATHER_UNROLL;  // (RowGrid::gather)
 // the start of their workspace). A dot product's partial sum: warp q of a block takes
 // the sums q, q + WARPS, ..., its lanes over the block's rows (a warp_sum). Their
 // reduction, after the barrier: each thread adds every g-th block's E = 16 / sizeof(T)
-// consecutive sums (one 16-byte load a block, GATHER_UNROLL of them issued together),
-// then a warp a sum adds the g groups' totals; the order depends on count, blocks and
+// consecutive sums (one 16-byte load a block, four of them issued together), then a
+// warp a sum adds the g groups' totals; the order depends on count, blocks and
 // BLOCK only, so every block holds the same values and takes the same decisions.
 template <typename T, int WARP, int BLOCK> struct RowGrid {
     static constexpr int WARPS = BLOCK / WARP;
@@ -180,7 +173,7 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
             T acc[E];
 #pragma unroll
             for (int e = 0; e < E; ++e) acc[e] = zero<T>();
-#pragma unroll GATHER_UNROLL
+#pragma unroll 4
             for (int j = grp; j < blocks; j += groups) {
                 const vec16<T> v =
                     *reinterpret_cast<const vec16<T> *>(all + (long long)j * slots + q * E);
@@ -215,35 +208,6 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
         partials(1, [&](int, long long i) { return from_real<T>(abs2(v[i])); });
         reduce(1);
         return (double)root(real_part(sums[0]));
-    }
-
-    // A dense op's rows of this block copied to cache ((row1 - row0) n elements, shared
-    // memory; then a __syncthreads), and the op over that copy (rows_at), whose products
-    // take v from shared memory too (stage).
-    template <typename I, typename P>
-    __device__ __forceinline__ void cache_rows(const StoredOp<T, I, P> &op, T *cache) const
-    {
-        // (the rows flattened, eight loads in flight a thread; a copy fits in shared
-        // memory, so its index fits an int)
-        const int count = (int)((row1 - row0) * n), width = (int)n;
-#pragma unroll 8
-        for (int e = threadIdx.x; e < count; e += BLOCK)
-            cache[e] = op.val[(row0 + e / width) * op.ld + e % width];
-        __syncthreads();
-    }
-    // vbuf[0..n) = v (shared memory; then a __syncthreads): one round of loads a
-    // thread, where a product's lanes would wait on each of theirs in turn.
-    __device__ __forceinline__ void stage(const T *v, T *vbuf) const
-    {
-#pragma unroll 8
-        for (long long c = threadIdx.x; c < n; c += BLOCK) vbuf[c] = v[c];
-        __syncthreads();
-    }
-    template <typename I, typename P>
-    __device__ __forceinline__ StoredOp<T, I, P> rows_at(const StoredOp<T, I, P> &op,
-                                                         const T *cache) const
-    {
-        return StoredOp<T, I, P>{op.kind, op.lanes, cache, op.idx, op.ptr, n, row0};
     }
 
     // out = (op v) sc on this block's rows (then a __syncthreads: the block may read
