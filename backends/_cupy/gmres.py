@@ -15,8 +15,10 @@ histories through pinned memory (``# sync``).
 
 Geometry (:func:`geometry`): each block owns a contiguous run of rows (their products,
 updates and partial dot products), as many blocks as the rows fill and at most
-:data:`BLOCKS_PER_SM` per multiprocessor (fewer blocks: each reduction reads fewer
-partial sums), never more than stay resident. The grid depends on n and the device only.
+:data:`BLOCKS_PER_SM` blocks of :data:`BLOCK` threads per multiprocessor where the basis
+is at most :data:`PIPELINE_BYTES` (fewer blocks: each reduction reads fewer partial
+sums), else :data:`STREAM_BLOCKS_PER_SM` of :data:`STREAM_BLOCK`; never more than stay
+resident. The grid depends on n, the restart, the dtype and the device only.
 """
 
 from __future__ import annotations
@@ -36,31 +38,37 @@ __all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "STREAM_BLOCK", "STREAM_BLOC
            "FusedGMRES", "geometry", "gmres_fused", "instances", "register"]
 
 FILE = "gmres.cu"
-# Blocks per multiprocessor at most: 2 (the kernel's 128 registers a thread allow two of
-# 256 threads). H200, us an inner iteration (benchmarks/probe_krylov_grid.py, restart
-# 30, 4 cycles, CUDA events, medians of 15; cupyx's gmres in the same run, its time a
-# call over the one cycle of 30 it ran: its maxiter counts inner iterations):
+# Blocks. Where the basis is at most PIPELINE_BYTES (a latency-bound system, the two-
+# barrier column): one block of 512 threads a multiprocessor, the warps of two blocks of
+# 256 with half the partial sums for each reduction to read. Past it (memory-bound
+# sweeps): two blocks of 256 a multiprocessor. (128 registers a thread allow either.)
+# H100, us an inner iteration (benchmarks/probe_gmres_stages.py --block --blocks-per-sm,
+# restart 30, 4 cycles, CUDA events over whole solves, medians of 15; two runs on two
+# machines, the branch's trees before its last commits):
 #
-#   system                    1 a SM   2 a SM   cupyx
-#   dense SPD 2049 float32    28.8     25.3     132
-#   dense SPD 2049 float64    29.1     26.9     131
-#   Poisson 1024^2 float32    341      205      159
-#   Poisson 1024^2 float64    456      289      216
+#   system                    512 x 1          256 x 2
+#   dense SPD 2049 float32    16.95 / 22.16    19.32 / 23.15
+#   dense SPD 2049 float64    20.83 / 24.22    22.93 / 24.41
+#   Poisson 1024^2 float32          262.0            244.8
 #
-# (more warps in flight for the memory-bound passes; the large sparse system is behind
-# cupyx, whose classical Gram-Schmidt sweeps the basis twice an iteration to CGS2's
-# four: benchmarks/NOTES.md, "Fused GMRES and BiCGSTAB on CUDA" and "cupyx's gmres
-# counted right")
+# (cupyx's gmres on the dense system took 95-245 us an iteration in those runs, its
+# host's share varying from machine to machine; on the large sparse system it is ahead,
+# its classical Gram-Schmidt sweeping the basis twice an iteration to CGS2's four:
+# benchmarks/NOTES.md, "Fused GMRES on CUDA: 512-thread blocks, the dot products'
+# loads, and what did not move")
 BLOCKS_PER_SM = 1
 BLOCK = 512  # threads a block
-# ... and where the basis is past PIPELINE_BYTES (memory-bound sweeps):
-STREAM_BLOCKS_PER_SM = 2
+STREAM_BLOCKS_PER_SM = 2  # (past PIPELINE_BYTES)
 STREAM_BLOCK = 256
 RESTART_MAX = 128  # gmres.cu's RMAX: the longest restart it takes
 SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 / itemsize)
 # The two-barrier column (gmres.cu's "Two barriers") keeps M A V, restart more vectors,
 # and sweeps them once more a column: taken where the basis is at most this many bytes
-# (a latency-bound system; a first guess, not yet measured against the three-barrier form).
+# (a latency-bound system). H100, dense SPD 2049 (a basis of 0.25 / 0.5 MB), us an inner
+# iteration, two against three barriers, three runs: float32 19.3 / 20.4, 22.2 / 23.6,
+# 21.6 / 21.0; float64 22.9 / 25.0, 24.2 / 27.3, 21.2 / 26.4. Past it, as Poisson 1024^2
+# (126 MB), the extra sweep would cost more than a barrier saves; 8 MiB between the two
+# is a guess, not a measured crossing.
 PIPELINE_BYTES = 8 << 20
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
