@@ -44,7 +44,7 @@ FILE = "gmres.cu"
 # sweeps): two blocks of 256 a multiprocessor. (128 registers a thread allow either.)
 # H100, us an inner iteration (benchmarks/probe_gmres_stages.py --block --blocks-per-sm,
 # restart 30, 4 cycles, CUDA events over whole solves, medians of 15; two runs on two
-# machines, the branch's trees before its last commits):
+# machines, trees of this file's history before its last changes):
 #
 #   system                    512 x 1          256 x 2
 #   dense SPD 2049 float32    16.95 / 22.16    19.32 / 23.15
@@ -93,7 +93,8 @@ def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
              per_sm: int = 1, block: int | None = None) -> int:
     """Blocks of one solve (:func:`._persistent.geometry`, at most ``per_sm`` a
     multiprocessor, blocks of ``block`` threads, :data:`BLOCK` by default; the launcher
-    passes :data:`BLOCKS_PER_SM`)."""
+    passes :data:`BLOCKS_PER_SM` and :data:`BLOCK`, or the ``STREAM_`` pair past
+    :data:`PIPELINE_BYTES`)."""
     return _geometry(n, lanes, warp, sms, resident, per_sm, BLOCK if block is None else block)
 
 
