@@ -119,15 +119,16 @@ def test_preconditioned_and_nonzero_start(dtype, launches):
 
 @pytest.mark.parametrize("form", ["two barriers", "three barriers"])
 def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
-    """The launcher takes the two-barrier column where the basis is at most
-    PIPELINE_BYTES and the three-barrier one above: both, on every compared system (fixed
-    cycles), with M, and converging (the stop on presid <= ptol)."""
+    """The launcher takes the two-barrier column (and blocks of BLOCK threads) where the
+    basis is at most PIPELINE_BYTES and the three-barrier one (STREAM_BLOCK) above: both,
+    on every compared system (fixed cycles), with M, and converging (the stop on presid
+    <= ptol)."""
     monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 1 << 40 if form == "two barriers" else 0)
     forms = []
     real = cu_gmres.FusedGMRES.run
 
     def run(self, cycles, presids=False):
-        forms.append(self.pipelined)
+        forms.append((self.pipelined, self._launch.block))
         return real(self, cycles, presids)
 
     monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
@@ -147,7 +148,8 @@ def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
         assert fused[1] == 0 and abs(fused[2].iterations - generic[2].iterations) <= 1
         np.testing.assert_allclose(_np(fused[0]), _np(generic[0]), rtol=1e-6,
                                    atol=1e-6 * np.abs(_np(generic[0])).max())
-    assert forms and set(forms) == {form == "two barriers"}
+    two = form == "two barriers"
+    assert forms and set(forms) == {(two, cu_gmres.BLOCK if two else cu_gmres.STREAM_BLOCK)}
 
 
 def _scipy_count(a, b, **kw):

@@ -27,10 +27,10 @@
 //            (the launcher's workspace). A dense operand: row i at val + i * ld, its n
 //            columns contiguous; a CSR one: data val, column indices idx (I), row starts
 //            ptr (P). part (T): 2 * SLOTS * gridDim.x partial sums, 16-byte aligned (the
-//            workspace's start). st (double): the state
-//            words W_* (T scalars as two doubles: real and imaginary parts), then this
-//            launch's norm history (a test's ||r||, a converged snorm). bar: the grid
-//            barrier's counter, zero when the solve starts.
+//            workspace's start). st (double): the state words W_* (T scalars as two
+//            doubles: real and imaginary parts), then this launch's norm history (a
+//            test's ||r||, a converged snorm). bar: the grid barrier's counter, zero when
+//            the solve starts.
 // Launch     cooperative, every block resident (sized from the occupancy), 1-D blocks of
 //            BLOCK threads; block k owns a contiguous run of rows (persistent.cuh's
 //            RowGrid): products, updates and partial dot products of its rows. Five grid
