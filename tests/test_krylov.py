@@ -312,6 +312,27 @@ def test_cuda_cg_geometry():
     assert geometry(big, 1, 64, 104, 2, per_sm=8) == 208  # a 64-lane wavefront
 
 
+def test_cuda_gmres_launch_shape():
+    """The fused gmres's column form and grid by the basis's size: two barriers, blocks of
+    512 threads, one a multiprocessor, for a basis of at most PIPELINE_BYTES (the dense
+    2049 system of the benchmarks); three barriers, two blocks of 256 past it (Poisson
+    1024^2); the grid a pass over the rows at 32 and 64 lanes."""
+    from tessera_array.backends._cupy import gmres as cu
+
+    assert cu.launch_shape(2049, 30, 4) == (True, 512, 1)
+    assert cu.launch_shape(2049, 30, 16) == (True, 512, 1)
+    assert cu.launch_shape(1 << 20, 30, 4) == (False, 256, 2)
+    edge = cu.PIPELINE_BYTES // (31 * 8)
+    assert cu.launch_shape(edge, 30, 8)[0] and not cu.launch_shape(edge + 1, 30, 8)[0]
+    assert cu.geometry(2049, 32, 32, 132, 1, block=512) == 129  # 16 rows a pass
+    assert cu.geometry(2049, 64, 64, 104, 1, block=512) == 104  # 8 rows a pass, capped
+    assert cu.geometry(1 << 20, 1, 64, 104, 2, per_sm=2, block=256) == 208
+    for warp in (32, 64):
+        names = [name for _, name in cu.instances(warp)]
+        assert {name.rsplit(", ", 1)[1] for name in names} == {"256>", "512>"}
+        assert all(f", {warp}, " in name for name in names)
+
+
 def test_solver_takes_its_backends_row(device, monkeypatch):
     """The solvers read the row of their device's backend."""
     monkeypatch.setattr(_routing, "_backend_rows", {})

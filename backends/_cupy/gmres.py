@@ -35,7 +35,7 @@ from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
 
 __all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "STREAM_BLOCK", "STREAM_BLOCKS_PER_SM",
-           "FusedGMRES", "geometry", "gmres_fused", "instances", "register"]
+           "FusedGMRES", "geometry", "gmres_fused", "instances", "launch_shape", "register"]
 
 FILE = "gmres.cu"
 # Blocks. Where the basis is at most PIPELINE_BYTES (a latency-bound system, the two-
@@ -98,6 +98,17 @@ def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
     return _geometry(n, lanes, warp, sms, resident, per_sm, BLOCK if block is None else block)
 
 
+def launch_shape(n: int, restart: int, itemsize: int) -> tuple:
+    """``(pipelined, block, per_sm)`` of a solve: the two-barrier column and
+    :data:`BLOCK` threads a block, :data:`BLOCKS_PER_SM` a multiprocessor, where the basis
+    (``restart + 1`` vectors of ``n`` elements of ``itemsize`` bytes) is at most
+    :data:`PIPELINE_BYTES`; else the three-barrier column and the ``STREAM_`` pair."""
+    pipelined = (restart + 1) * n * itemsize <= PIPELINE_BYTES
+    if pipelined:
+        return True, BLOCK, BLOCKS_PER_SM
+    return False, STREAM_BLOCK, STREAM_BLOCKS_PER_SM
+
+
 def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
     check_vectors("gmres_fused", (("x", x), ("b", b)), _FLOATING)
     for name, v in (("restart", restart), ("maxiter", maxiter)):
@@ -130,9 +141,7 @@ class FusedGMRES:
             self.declined = a is None
             if self.declined:
                 return
-            self.pipelined = (restart + 1) * n * dt.itemsize <= PIPELINE_BYTES
-            block, per_sm = ((BLOCK, BLOCKS_PER_SM) if self.pipelined else
-                             (STREAM_BLOCK, STREAM_BLOCKS_PER_SM))
+            self.pipelined, block, per_sm = launch_shape(n, restart, dt.itemsize)
             name = _name(dt, index[0], index[1], warp, block)
             kernel = _kernels.function(FILE, name, dev)
             sms = _kernels.multiprocessors(dev)
