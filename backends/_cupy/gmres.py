@@ -90,12 +90,12 @@ def _name(dtype, itype, ptype, warp: int, block: int) -> str:
 
 
 def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
-             per_sm: int = 1, block: int | None = None) -> int:
+             per_sm: int = 1, block: int = BLOCK) -> int:
     """Blocks of one solve (:func:`._persistent.geometry`, at most ``per_sm`` a
     multiprocessor, blocks of ``block`` threads, :data:`BLOCK` by default; the launcher
     passes :data:`BLOCKS_PER_SM` and :data:`BLOCK`, or the ``STREAM_`` pair past
     :data:`PIPELINE_BYTES`)."""
-    return _geometry(n, lanes, warp, sms, resident, per_sm, BLOCK if block is None else block)
+    return _geometry(n, lanes, warp, sms, resident, per_sm, block)
 
 
 def launch_shape(n: int, restart: int, itemsize: int) -> tuple:

@@ -298,15 +298,19 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         ctl[0] = presid;  // (the others read it past the next barrier)
         prh[inner - inner0] = presid;
     };
-    // dst = (src - V[0..count) h) sc on this block's rows (each term the two-step
-    // axpy's; sc = 1 leaves the bits).
-    const auto subtract_basis = [&](const T *src, const T *h, int count, T *dst, R sc) {
+    // dst = (src - B[0..count) h) sc on this block's rows, B's rows n apart (each term
+    // the two-step axpy's; sc = 1 leaves the bits).
+    const auto subtract_rows = [&](const T *src, const T *h, const T *B, int count, T *dst,
+                                   R sc) {
         for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
             T v = src[i];
 #pragma unroll 8
-            for (int k = 0; k < count; ++k) v = sub(v, mul(h[k], V[(long long)k * n + i]));
+            for (int k = 0; k < count; ++k) v = sub(v, mul(h[k], B[(long long)k * n + i]));
             dst[i] = scale(v, sc);
         }
+    };
+    const auto subtract_basis = [&](const T *src, const T *h, int count, T *dst, R sc) {
+        subtract_rows(src, h, V, count, dst, sc);
     };
     // out = M A v on this block's rows (A v alone without M; a barrier between the two).
     const auto product_ma = [&](const T *v, T *out) {
@@ -405,13 +409,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 // The next column's product: M A V[col] = (M A U - Z[0..col - 1] g) sc.
                 T *wn = Z + (long long)col * n;
                 product_ma(U, wn);
-                for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
-                    T zi = wn[i];
-#pragma unroll 8
-                    for (int k = 0; k < col; ++k)
-                        zi = sub(zi, mul(sums[k], Z[(long long)k * n + i]));
-                    wn[i] = scale(zi, sc);
-                }
+                subtract_rows(wn, sums, Z, col, wn, sc);
                 __syncthreads();
                 STAGE(0);
             }

@@ -125,40 +125,40 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
 
     __device__ __forceinline__ void sync() { grid_sync(bar, (unsigned long long)blocks); }
 
-    // part[region][this block][k] = the sum over this block's rows i of term(k, i), for
-    // k < count <= slots.
-    template <typename F> __device__ __forceinline__ void partials(int count, F term)
+    // part[region][this block][k] = the sum over this block's rows i of term_of(k)(i),
+    // for k < count <= slots: warp q takes k = q, q + WARPS, ..., its lanes over the rows
+    // (term_of(k) made once a sum, outside the loop over rows).
+    template <typename F> __device__ __forceinline__ void sweep(int count, F term_of)
     {
         const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
         T *mine = part + (long long)region * slots * blocks + (long long)blockIdx.x * slots;
         for (int k = warp; k < count; k += WARPS) {
+            const auto term = term_of(k);
             T acc = zero<T>();
 #pragma unroll 4
-            for (long long i = row0 + lane; i < row1; i += WARP) acc = add(acc, term(k, i));
+            for (long long i = row0 + lane; i < row1; i += WARP) acc = add(acc, term(i));
             acc = warp_sum<WARP>(acc);
             if (lane == 0) mine[k] = acc;
         }
     }
 
-    // partials(count, term) for term(k, i) = conj(a_k[i] s_k) b[i], a_k = a_of(k) and
-    // s_k = s_of(k) (s_k = 1 leaves a_k's bits): the choice of a_k made once a sum, so
-    // the loop over rows keeps its loads in flight (a term choosing its operands row by
-    // row made these sweeps ~2x slower on Poisson 1024^2).
+    // sweep with the terms term(k, i).
+    template <typename F> __device__ __forceinline__ void partials(int count, F term)
+    {
+        sweep(count, [&](int k) { return [&term, k](long long i) { return term(k, i); }; });
+    }
+
+    // sweep with the terms conj(a_k[i] s_k) b[i], a_k = a_of(k) and s_k = s_of(k) (s_k = 1
+    // leaves a_k's bits): a term choosing its operands row by row inside the unrolled
+    // loop (partials) made these sweeps ~2x slower on Poisson 1024^2.
     template <typename A, typename S>
     __device__ __forceinline__ void dots(int count, A a_of, S s_of, const T *b)
     {
-        const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-        T *mine = part + (long long)region * slots * blocks + (long long)blockIdx.x * slots;
-        for (int k = warp; k < count; k += WARPS) {
+        sweep(count, [&](int k) {
             const T *a = a_of(k);
             const typename real_of<T>::type s = s_of(k);
-            T acc = zero<T>();
-#pragma unroll 4
-            for (long long i = row0 + lane; i < row1; i += WARP)
-                acc = add(acc, conj_mul(scale(a[i], s), b[i]));
-            acc = warp_sum<WARP>(acc);
-            if (lane == 0) mine[k] = acc;
-        }
+            return [a, s, b](long long i) { return conj_mul(scale(a[i], s), b[i]); };
+        });
     }
 
     // sums[k] = the sum of every block's part[region][.][k], for k < count (past a grid
