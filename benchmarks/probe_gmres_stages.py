@@ -10,8 +10,8 @@ median block and the slowest, in us at the device's clock rate. A barrier's stag
 wait for the slowest block; the stamps inside a stage that ends in a block's own
 ``__syncthreads`` are exact, the others see the loads they issued but not their returns.
 In the two-barrier column (``PIPELINE_BYTES``) stage "product" is the next column's
-product with its Z correction, "gather 2 + ..." the second reduction with V[j+1], and the
-third barrier's stages stay 0.
+product and "Z correction" its correction after it, "gather 2 + ..." the second
+reduction with V[j+1], and the third barrier's stages stay 0.
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
         [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS]
@@ -28,7 +28,8 @@ from .probe_krylov_grid import _events
 
 STAGES = ("product", "partials 1", "barrier 1", "gather 1", "project 1 + partials 2",
           "barrier 2", "gather 2 + project 2 + partials 3", "barrier 3", "gather 3",
-          "rotations (block 0)", "back substitution (block 0)", "the rest of a cycle")
+          "rotations (block 0)", "back substitution (block 0)", "the rest of a cycle",
+          "Z correction (two barriers)")
 
 
 def _stages(solve_once, gm, khz: float):

@@ -70,7 +70,9 @@
 //            small problem in double (complex: two doubles), as the host loop's Python
 //            floats; y rounded to T before x += V y.
 // Numerics   Every product and sum rounded on its own (types.cuh: no fused multiply-add);
-//            w -= h v as the two-step axpy; complex quotients by Smith's algorithm.
+//            w -= V h as the two-step axpy term by term where a block has many rows, as
+//            w - (V h) with V h a warp's tree sum where it has at most a row a warp;
+//            complex quotients by Smith's algorithm.
 // Reference  Y. Saad and M. H. Schultz, "GMRES: A Generalized Minimal Residual Algorithm
 //            for Solving Nonsymmetric Linear Systems", SIAM J. Sci. Stat. Comput. 7(3),
 //            1986; L. Giraud, J. Langou and M. Rozloznik, "The loss of orthogonality in
@@ -199,11 +201,12 @@ __device__ void lartg(cdouble f, cdouble g, double &c, cdouble &s, cdouble &r)
 
 // Stage timing (benchmarks/probe_gmres_stages.py compiles with -DTESSERA_GMRES_STAGES):
 // each block's thread 0 adds the clock64 cycles since its last stamp to stage k (10: the
-// back substitution, 11: the rest outside the columns, from the launch's start); a
+// back substitution, 11: the rest outside the columns, from the launch's start, 12: the
+// two-barrier column's Z correction, after its product, stage 0); a
 // launch's sums, and its column count, go to its block's region-1 partial sums' last 16
 // slots (free for a restart <= RMAX - 12). Without the macro the stamps are nothing.
 #ifdef TESSERA_GMRES_STAGES
-#define STAGES 12
+#define STAGES 13
 #define STAGE(k)                                                                     \
     do {                                                                             \
         if (threadIdx.x == 0) {                                                      \
@@ -298,10 +301,32 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         ctl[0] = presid;  // (the others read it past the next barrier)
         prh[inner - inner0] = presid;
     };
-    // dst = (src - B[0..count) h) sc on this block's rows, B's rows n apart (each term
-    // the two-step axpy's; sc = 1 leaves the bits).
+    // Combinations of basis rows, sum_k h[k] B[k n + i] for this block's rows i. A block
+    // of at most a row a warp (a latency-bound system) takes a warp a row, its lanes over
+    // k, so all of a row's loads go out at once (a tree sum: warp_sum); more rows, a
+    // thread a row, k in order (each term the two-step axpy's).
+#ifdef TESSERA_GMRES_THREAD_ROWS
+    const bool warp_rows = false;  // (a measured variant)
+#else
+    const bool warp_rows = row1 - row0 <= BLOCK / WARP;
+#endif
+    // dst = (src - B[0..count) h) sc on this block's rows (sc = 1 leaves the bits).
     const auto subtract_rows = [&](const T *src, const T *h, const T *B, int count, T *dst,
                                    R sc) {
+        if (warp_rows) {
+            const int lane = threadIdx.x % WARP;
+            const long long i = row0 + threadIdx.x / WARP;
+            if (i < row1) {
+                const T si = lane == 0 ? src[i] : zero<T>();
+                T t = zero<T>();
+#pragma unroll 4
+                for (int k = lane; k < count; k += WARP)
+                    t = add(t, mul(h[k], B[(long long)k * n + i]));
+                t = warp_sum<WARP>(t);
+                if (lane == 0) dst[i] = scale(sub(si, t), sc);
+            }
+            return;
+        }
         for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
             T v = src[i];
 #pragma unroll 8
@@ -409,9 +434,10 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 // The next column's product: M A V[col] = (M A U - Z[0..col - 1] g) sc.
                 T *wn = Z + (long long)col * n;
                 product_ma(U, wn);
+                STAGE(0);
                 subtract_rows(wn, sums, Z, col, wn, sc);
                 __syncthreads();
-                STAGE(0);
+                STAGE(12);
             }
         } else for (;;) {  // three barriers a column
             T *vc = V + (long long)col * n;
@@ -502,11 +528,24 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         STAGE(10);
         g.sync();  // y written, ctl the last column's estimate
         presid = *reinterpret_cast<volatile double *>(ctl);
-        for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
-            T acc = zero<T>();
+        if (warp_rows) {  // x += V y (as subtract_rows' two mappings, with a sum)
+            const int lane = threadIdx.x % WARP;
+            const long long i = row0 + threadIdx.x / WARP;
+            if (i < row1) {
+                const T xi = lane == 0 ? x[i] : zero<T>();
+                T acc = zero<T>();
+                for (int k = lane; k < col; k += WARP)
+                    acc = add(acc, mul(y[k], V[(long long)k * n + i]));
+                acc = warp_sum<WARP>(acc);
+                if (lane == 0) x[i] = add(xi, acc);
+            }
+        } else {
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) {
+                T acc = zero<T>();
 #pragma unroll 8
-            for (int k = 0; k < col; ++k) acc = add(acc, mul(y[k], V[(long long)k * n + i]));
-            x[i] = add(x[i], acc);
+                for (int k = 0; k < col; ++k) acc = add(acc, mul(y[k], V[(long long)k * n + i]));
+                x[i] = add(x[i], acc);
+            }
         }
         g.sync();  // x whole before its product
         g.product(A, x, r);
