@@ -37,7 +37,11 @@
 //            h1 = sqrt(||U||^2 - ||g||^2) (||U||^2 summed with g = V^H U), V[j+1] = (U -
 //            V g) / h1, and the next product is (M A U - Z g) / h1, so ||w|| needs no
 //            barrier of its own. Checked in NumPy against CGS2's direct norm: the same
-//            inner iterations (benchmarks/NOTES.md).
+//            inner iterations (benchmarks/NOTES.md). A column's Hessenberg entries and
+//            rotation are made by block 0's second warp while its thread 0 waits at the
+//            next column's first barrier (off the path every block waits on), so its
+//            presid <= ptol is tested past the next column's second barrier; the
+//            cycle's last column rotates at once.
 // Layout     b, x, r, z (M's products): contiguous vectors of n elements. V: the basis,
 //            restart + 1 rows of n contiguous elements (row j at V + j * n). A dense
 //            operand: row i at val + i * ld, its n columns contiguous; a CSR one: data
@@ -277,8 +281,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     // Block 0's thread 0: the column (hcol) rotated by the cycle's rotations, a new
     // rotation, the residual estimate presid (ctl: the others read it past the next
     // barrier) and its history.
-    const auto rotate = [&](int col, double h1, bool breakdown) {
-        if (!lead) return;
+    const auto rotate = [&](int col, double h1, bool breakdown, long long slot) {
         S hk = hcol[0];  // entry k as the rotations before k left it
         for (int k = 0; k < col; ++k) {
             const double c = gc[k];
@@ -299,7 +302,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         gv[col + 1] = t;
         presid = magnitude(t);
         ctl[0] = presid;  // (the others read it past the next barrier)
-        prh[inner - inner0] = presid;
+        prh[slot] = presid;
     };
     // Combinations of basis rows, sum_k h[k] B[k n + i] for this block's rows i. A block
     // of at most a row a warp (a latency-bound system) takes a warp a row, its lanes over
@@ -388,21 +391,31 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         STAGE(11);
         if (pipe) {  // two barriers a column (the header's "Two barriers")
             product_ma(V, Z);  // Z[0] = M A V[0]
+            double h1_last = 0.0;  // the last column's h1 and breakdown, for its rotation
+            bool breakdown_last = false;
             for (;;) {
                 const T *w = Z + (long long)col * n;  // M A V[col]
                 g.dots(col + 2, [&](int k) { return k <= col ? V + (long long)k * n : w; },
                        one, w);  // V^H w, then w^H w
                 STAGE(1);
-                g.sync();  // barrier 1
+                if (col > 0) {
+                    // barrier 1; meanwhile block 0's second warp finishes the last column
+                    // (its Hessenberg column from proj and sums, which still hold it, and
+                    // its rotation and presid, which the others read past barrier 2)
+                    g.sync_with(WARP, [&] {
+                        if (blockIdx.x != 0) return;
+                        for (int k = 0; k < col; ++k)
+                            hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
+                        rotate(col - 1, h1_last, breakdown_last, inner - 1 - inner0);
+                    });
+                } else {
+                    g.sync();  // barrier 1
+                }
                 STAGE(2);
                 g.gather(col + 2);
-                if (col > 0 && *reinterpret_cast<volatile double *>(ctl) <= ptol) break;
                 STAGE(3);
                 const double h0 = (double)root(real_part(sums[col + 1]));
-                if (!isfinite(h0)) {
-                    status = S_NONFINITE;
-                    break;
-                }
+                const bool nonfinite = !isfinite(h0);  // (the -20 stop: past barrier 2)
                 for (int k = threadIdx.x; k <= col; k += BLOCK) proj[k] = sums[k];
                 __syncthreads();
                 subtract_basis(w, proj, col + 1, U, R(1));  // U = w - V h
@@ -413,24 +426,35 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 g.sync();  // barrier 2: U whole for the next product
                 STAGE(5);
                 g.gather(col + 2);
+                // The last column's test: presid <= ptol ends the cycle, this column unused.
+                if (col > 0 && *reinterpret_cast<volatile double *>(ctl) <= ptol) break;
+                if (nonfinite) {
+                    status = S_NONFINITE;
+                    break;
+                }
                 double h1sq = (double)real_part(sums[col + 1]);  // ||U||^2 - ||g||^2
                 for (int k = 0; k <= col; ++k) h1sq = sub(h1sq, abs2(to_small(sums[k])));
                 const double h1 = sqrt(fmax(h1sq, 0.0));
                 breakdown = h1 <= eps * h0;
                 sc = breakdown ? R(1) : R(1.0 / h1);
                 subtract_basis(U, sums, col + 1, V + (long long)(col + 1) * n, sc);
-                if (lead)  // the Hessenberg column: the two projections summed
-                    for (int k = 0; k <= col; ++k)
-                        hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
                 STAGE(6);
-                rotate(col, h1, breakdown);
-                STAGE(9);
                 ++inner;
                 ++col;
 #ifdef TESSERA_GMRES_STAGES
                 ++columns_;
 #endif
-                if (inner == inner_limit || breakdown || col == restart) break;
+                if (inner == inner_limit || breakdown || col == restart) {
+                    if (lead) {  // the cycle's last column: its rotation now
+                        for (int k = 0; k < col; ++k)
+                            hcol[k] = add(to_small(proj[k]), to_small(sums[k]));
+                        rotate(col - 1, h1, breakdown, inner - 1 - inner0);
+                    }
+                    STAGE(9);
+                    break;
+                }
+                h1_last = h1;
+                breakdown_last = breakdown;
                 // The next column's product: M A V[col] = (M A U - Z[0..col - 1] g) sc.
                 T *wn = Z + (long long)col * n;
                 product_ma(U, wn);
@@ -494,7 +518,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             breakdown = h1 <= eps * h0;
             sc = breakdown ? R(1) : R(1.0 / h1);
             STAGE(8);
-            rotate(col, h1, breakdown);
+            if (lead) rotate(col, h1, breakdown, inner - inner0);
             STAGE(9);
             ++inner;
             ++col;

@@ -10,7 +10,8 @@
 //     bytes of loads in flight; CSR: the row's entries in storage order, every lanes-th).
 //   grid_sync(bar, blocks): the grid-wide barrier of a cooperative launch, on a 64-bit
 //     arrival counter that only grows (each launch of one solve starts it at a multiple
-//     of the block count, which is fixed per solve).
+//     of the block count, which is fixed per solve); grid_sync_with(bar, blocks, worker,
+//     work): the same, one other thread of the block running work() during the wait.
 //   root(v): the correctly rounded square root in v's precision.
 //   RowGrid<T, WARP, BLOCK>: a grid whose blocks own contiguous runs of rows (gmres.cu,
 //     bicgstab.cu): partial sums, their reduction in every block, norms, products; its
@@ -75,31 +76,46 @@ __device__ __forceinline__ T row_part(const StoredOp<T, I, P> &op, long long i, 
 // benchmarks/probe_gmres_stages.py, two runs on two machines): 18.38 against 19.32 and
 // 22.16 against 21.31 us an inner iteration: within those runs' noise (kept: the
 // release/acquire pair is the ordering the barrier needs, without full fences).
-__device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long long blocks)
+__device__ __forceinline__ void arrive_and_wait(unsigned long long *bar,
+                                                unsigned long long blocks)
 {
-    __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(TESSERA_BARRIER_FENCES)
     // The arrival a release, the wait acquire loads: no full fences (the fenced form
     // below is HIP's, and CUDA's with -DTESSERA_BARRIER_FENCES).
-    if (threadIdx.x == 0) {
-        unsigned long long ticket, seen;
-        asm volatile("atom.add.release.gpu.u64 %0, [%1], 1;"
-                     : "=l"(ticket) : "l"(bar) : "memory");
-        const unsigned long long goal = (ticket / blocks + 1) * blocks;
-        do {
-            asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(seen) : "l"(bar) : "memory");
-        } while (seen < goal);
-    }
+    unsigned long long ticket, seen;
+    asm volatile("atom.add.release.gpu.u64 %0, [%1], 1;" : "=l"(ticket) : "l"(bar) : "memory");
+    const unsigned long long goal = (ticket / blocks + 1) * blocks;
+    do {
+        asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(seen) : "l"(bar) : "memory");
+    } while (seen < goal);
 #else
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned long long ticket = atomicAdd(bar, 1ULL);
-        const unsigned long long goal = (ticket / blocks + 1) * blocks;
-        while (*reinterpret_cast<volatile unsigned long long *>(bar) < goal) {
-        }
-        __threadfence();
+    __threadfence();
+    const unsigned long long ticket = atomicAdd(bar, 1ULL);
+    const unsigned long long goal = (ticket / blocks + 1) * blocks;
+    while (*reinterpret_cast<volatile unsigned long long *>(bar) < goal) {
     }
+    __threadfence();
 #endif
+}
+
+__device__ __forceinline__ void grid_sync(unsigned long long *bar, unsigned long long blocks)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) arrive_and_wait(bar, blocks);
+    __syncthreads();
+}
+
+// grid_sync, with thread `worker` (not 0) running work() while thread 0 waits: work for
+// this block alone, whose writes the others may read past the next barrier.
+template <typename F>
+__device__ __forceinline__ void grid_sync_with(unsigned long long *bar,
+                                               unsigned long long blocks, int worker, F work)
+{
+    __syncthreads();
+    if (threadIdx.x == 0)
+        arrive_and_wait(bar, blocks);
+    else if (threadIdx.x == worker)
+        work();
     __syncthreads();
 }
 
@@ -124,6 +140,10 @@ template <typename T, int WARP, int BLOCK> struct RowGrid {
     int blocks, slots, region;
 
     __device__ __forceinline__ void sync() { grid_sync(bar, (unsigned long long)blocks); }
+    template <typename F> __device__ __forceinline__ void sync_with(int worker, F work)
+    {
+        grid_sync_with(bar, (unsigned long long)blocks, worker, work);
+    }
 
     // part[region][this block][k] = the sum over this block's rows i of term_of(k)(i),
     // for k < count <= slots: warp q takes k = q, q + WARPS, ..., its lanes over the rows
