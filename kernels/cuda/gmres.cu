@@ -425,9 +425,11 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 STAGE(4);
                 g.sync();  // barrier 2: U whole for the next product
                 STAGE(5);
+                // (the last column's presid loaded before the reduction: its wait overlaps)
+                const double last = *reinterpret_cast<volatile double *>(ctl);
                 g.gather(col + 2);
                 // The last column's test: presid <= ptol ends the cycle, this column unused.
-                if (col > 0 && *reinterpret_cast<volatile double *>(ctl) <= ptol) break;
+                if (col > 0 && last <= ptol) break;
                 if (nonfinite) {
                     status = S_NONFINITE;
                     break;
@@ -481,10 +483,11 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             STAGE(1);
             g.sync();  // barrier 1: every block's product of V[col] done, the sums written
             STAGE(2);
+            const double last = *reinterpret_cast<volatile double *>(ctl);  // (see above)
             g.gather(col + 2);
             // The last column's test: presid <= ptol ends the cycle, this column unused
             // (the lead's estimate of the last column, written before barrier 1).
-            if (col > 0 && *reinterpret_cast<volatile double *>(ctl) <= ptol) break;
+            if (col > 0 && last <= ptol) break;
             STAGE(3);
             const double h0 = (double)root(real_part(sums[col + 1]));
             if (!isfinite(h0)) {
