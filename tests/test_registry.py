@@ -165,6 +165,28 @@ def test_lookup_through_device_for_a_missing_dtype(device):
         _dispatch.lookup("matvec", device, _dtypes.int64)
 
 
+def test_find_is_none_for_a_miss_remembered_until_a_registration(device, monkeypatch):
+    reg = KernelRegistry()
+    monkeypatch.setattr(_dispatch, "registry", reg)
+    asked = []
+    real = reg.lookup
+
+    def counting(*key):
+        asked.append(key)
+        return real(*key)
+
+    monkeypatch.setattr(reg, "lookup", counting)
+    assert _dispatch.find("matvec", device, xp.float32) is None
+    assert _dispatch.find("matvec", device, xp.float32) is None
+    assert len(asked) == 1  # (the miss remembered)
+    with pytest.raises(xp.KernelNotFoundError, match="Nothing is registered for matvec"):
+        _dispatch.lookup("matvec", device, xp.float32)  # still an error through lookup
+    reg.register("matvec", device.backend.name, [xp.float32], _launcher)
+    assert _dispatch.find("matvec", device, xp.float32) is _launcher
+    assert _dispatch.lookup("matvec", device, xp.float32) is _launcher
+    assert _dispatch.find("matvec", device, xp.float64) is None
+
+
 def test_coverage_matrix_prints(capsys):
     text = registry.matrix()
     print(text)

@@ -245,12 +245,10 @@ def _native_vectors(xp, A, M, b, products):
     as FusedOperands; None where it registers none or declines."""
     if xp is not _core._xp_tessera():
         return None
-    from ..._dispatch import lookup
-    from ..._errors import KernelNotFoundError
+    from ..._dispatch import find
 
-    try:
-        launcher = lookup("krylov_vectors", b.device, b.dtype)
-    except KernelNotFoundError:
+    launcher = find("krylov_vectors", b.device, b.dtype)
+    if launcher is None:
         return None
     Aop = _native_operand(xp, A, _core._fast_matvec(A), b, "A")
     Mop = None if M is None else _native_operand(xp, M, M.matvec, b, "M")
