@@ -32,6 +32,9 @@ def main(argv=None) -> None:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--profile", action="store_true", help="and a cProfile of the solves")
+    p.add_argument("--split", action="store_true",
+                   help="and the inclusive time of each of the front end's and the "
+                        "launcher's calls (SPLIT), medians over the solves")
     args = p.parse_args(argv)
     import cupy as cp
     from tessera_array.backends._cupy import _persistent
@@ -98,6 +101,8 @@ def main(argv=None) -> None:
           f"{args.dtype}, restart 30, maxiter 4), medians of {args.n} solves, us")
     for k in names:
         print(f"  {k:34s} {statistics.median(got[k]) / 1e3:9.1f}")
+    if args.split:
+        _split(solve, args.n)
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
@@ -105,6 +110,80 @@ def main(argv=None) -> None:
             solve()
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+
+
+# The calls of a fused gmres solve timed by --split: (module path, attribute path).
+SPLIT = (
+    ("tessera_array.sparse.linalg._isolve", "_make_system"),
+    ("tessera_array.sparse.linalg._isolve", "_as_operator"),
+    ("tessera_array.sparse.linalg._isolve", "_cast_operator"),
+    ("tessera_array.sparse.linalg._isolve", "_get_atol"),
+    ("tessera_array.sparse.linalg._isolve", "_operand"),
+    ("tessera_array.sparse.linalg._isolve", "_finish"),
+    ("tessera_array.sparse.linalg._isolve", "_fast_matvec"),
+    ("tessera_array.sparse.linalg._gmres", "_native_vectors"),
+    ("tessera_array.sparse.linalg._gmres", "_gmres_fused"),
+    ("tessera_array.sparse.linalg._gmres", "_ArrayVectors.__init__"),
+    ("tessera_array.sparse.linalg._gmres", "_ArrayVectors.norm"),
+    ("tessera_array._dispatch", "lookup"),
+    ("tessera_array.backends._cupy.gmres", "_check"),
+    ("tessera_array.backends._cupy.gmres", "stored_pair"),
+    ("tessera_array.backends._cupy.gmres", "_resident_blocks"),
+    ("tessera_array.backends._cupy.gmres", "FusedGMRES.__init__"),
+    ("tessera_array.backends._cupy.gmres", "FusedGMRES.run"),
+    ("tessera_array.backends._cupy._kernels", "function"),
+    ("tessera_array.backends._cupy._kernels", "empty"),
+    ("tessera_array.backends._cupy._persistent", "Launch.__init__"),
+    ("tessera_array.backends._cupy._persistent", "Launch.__call__"),
+    ("tessera_array.backends._cupy._persistent", "Launch.read"),
+)
+
+
+def _split(solve, n):
+    """Medians over ``n`` solves of each SPLIT call's inclusive time a solve, and its
+    calls a solve."""
+    import importlib
+
+    spent, calls, saved = {}, {}, []
+
+    def wrap(key, fn):
+        def timed(*a, **k):
+            t0 = PC()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[key] = spent.get(key, 0) + PC() - t0
+                calls[key] = calls.get(key, 0) + 1
+        return timed
+
+    for mod, attr in SPLIT:
+        owner = importlib.import_module(mod)
+        *path, name = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        fn = owner.__dict__[name] if path else getattr(owner, name)
+        saved.append((owner, name, fn))
+        setattr(owner, name, wrap(attr, fn))
+    rows = {}
+    try:
+        for i in range(n + 5):
+            spent.clear()
+            calls.clear()
+            t0 = PC()
+            solve()
+            whole = PC() - t0
+            if i >= 5:
+                rows.setdefault("whole solve", []).append((whole, 1))
+                for k, v in spent.items():
+                    rows.setdefault(k, []).append((v, calls[k]))
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+    print(f"inclusive us a solve (medians of {n}; nested calls counted in each):")
+    for k, v in rows.items():
+        print(f"  {k:40s} {statistics.median(t for t, _ in v) / 1e3:9.1f}  "
+              f"x{statistics.median(c for _, c in v):g}")
 
 
 if __name__ == "__main__":
