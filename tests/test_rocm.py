@@ -554,10 +554,50 @@ def test_ci_fails_a_spilling_no_spill_kernel():
 
 def test_ci_requires_hipcc_and_both_amd_targets():
     run = (ROOT / ".ci" / "run").read_text()
-    assert "TESSERA_REQUIRE_COMPILERS=nvcc,hipcc python .ci/compile-kernels" in run
+    assert "TESSERA_REQUIRE_COMPILERS=nvcc,hipcc,nvrtc python .ci/compile-kernels" in run
+    assert "pip install nvidia-cuda-nvrtc" in run
     assert "apt-get install -y -qq hipcc libamdhip64-dev" in run
     text = (ROOT / ".ci" / "compile-kernels").read_text()
     assert 'default="gfx90a,gfx1030"' in text and '"hipcc", "--genco"' in text
+
+
+def test_the_nvrtc_pass_takes_one_instance_of_each_kernel_and_element_type():
+    ci = _ci_module()
+    names = ["k<float, int, 32>", "k<float, long long, 32>", "k<double, int, 32>",
+             "j<float, 4>", "j<float, 8>"]
+    assert ci.nvrtc_names(names) == ["k<float, int, 32>", "k<double, int, 32>", "j<float, 4>"]
+    assert set(ci.nvrtc_names(ci._instances(32, "nvrtc")["gmres.cu"])) == {
+        n for n in ci._instances(32, "nvrtc")["gmres.cu"] if "int, int, 32, 256>" in n}
+
+
+_NVRTC = _ci_module().nvrtc_library()
+
+
+@pytest.mark.skipif(_NVRTC is None, reason="libnvrtc not found (CI installs NVIDIA's wheel: "
+                    "pip install nvidia-cuda-nvrtc)")
+def test_ci_fails_a_kernel_that_nvrtc_rejects(tmp_path):
+    """A generic lambda in a kernel: nvcc compiles it, NVRTC (the runtime's compiler)
+    does not ('host functions are not allowed in JIT mode'); the NVRTC pass fails it."""
+    tree = tmp_path / "kernels"
+    shutil.copytree(KERNELS / "include", tree / "include")
+    (tree / "cuda").mkdir()
+    (tree / "cuda" / "lam.cu").write_text(
+        "template <typename T> __global__ void k(T *y)\n"
+        "{\n    const auto f = [&](auto v) { return v + T(1); };\n    y[0] = f(y[0]);\n}\n"
+        "template __global__ void k<float>(float *);\n")
+    (tree / "cuda" / "plain.cu").write_text(
+        "template <typename T> __global__ void k(T *y)\n"
+        "{\n    const auto f = [&](T v) { return v + T(1); };\n    y[0] = f(y[0]);\n}\n"
+        "template __global__ void k<float>(float *);\n")
+    cmd = [sys.executable, str(ROOT / ".ci" / "compile-kernels"), "--kernels", str(tree),
+           "--cuda-arch", "", "--hip-arch", "", "--jobs", "2"]
+    env = {"TESSERA_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/bin",
+           "TESSERA_NVRTC": _NVRTC, "TESSERA_REQUIRE_COMPILERS": "nvrtc"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "ok plain.cu for compute_90a (nvrtc)" in out
+    assert "FAILED lam.cu for compute_90a (nvrtc)" in out and "JIT mode" in out
 
 
 _HIPCC = shutil.which("hipcc")
@@ -581,7 +621,8 @@ def test_ci_fails_on_a_kernel_that_does_not_compile_for_amd(tmp_path):
         "#if defined(__HIPCC__)\n    y[0] = __no_such_intrinsic(y[0]);\n#else\n"
         "    y[0] = 1.0f;\n#endif\n}\n")
     cmd = [sys.executable, str(ROOT / ".ci" / "compile-kernels"), "--kernels", str(tree),
-           "--cuda-arch", "", "--hip-arch", "gfx90a,gfx1030", "--jobs", "2"]
+           "--cuda-arch", "", "--hip-arch", "gfx90a,gfx1030", "--nvrtc-arch", "",
+           "--jobs", "2"]
     env = {"TESSERA_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/usr/local/bin:/bin"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     out = proc.stdout + proc.stderr
