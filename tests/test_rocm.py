@@ -570,6 +570,16 @@ def test_the_nvrtc_pass_takes_one_instance_of_each_kernel_and_element_type():
         n for n in ci._instances(32, "nvrtc")["gmres.cu"] if "int, int, 32, 256>" in n}
 
 
+def _kernel_tree(tmp_path, files: dict):
+    """A kernels tree of the shared headers and ``files`` (name -> text) in cuda/."""
+    tree = tmp_path / "kernels"
+    shutil.copytree(KERNELS / "include", tree / "include")
+    (tree / "cuda").mkdir()
+    for name, text in files.items():
+        (tree / "cuda" / name).write_text(text)
+    return tree
+
+
 _NVRTC = _ci_module().nvrtc_library()
 
 
@@ -578,17 +588,10 @@ _NVRTC = _ci_module().nvrtc_library()
 def test_ci_fails_a_kernel_that_nvrtc_rejects(tmp_path):
     """A generic lambda in a kernel: nvcc compiles it, NVRTC (the runtime's compiler)
     does not ('host functions are not allowed in JIT mode'); the NVRTC pass fails it."""
-    tree = tmp_path / "kernels"
-    shutil.copytree(KERNELS / "include", tree / "include")
-    (tree / "cuda").mkdir()
-    (tree / "cuda" / "lam.cu").write_text(
-        "template <typename T> __global__ void k(T *y)\n"
-        "{\n    const auto f = [&](auto v) { return v + T(1); };\n    y[0] = f(y[0]);\n}\n"
-        "template __global__ void k<float>(float *);\n")
-    (tree / "cuda" / "plain.cu").write_text(
-        "template <typename T> __global__ void k(T *y)\n"
-        "{\n    const auto f = [&](T v) { return v + T(1); };\n    y[0] = f(y[0]);\n}\n"
-        "template __global__ void k<float>(float *);\n")
+    kernel = ("template <typename T> __global__ void k(T *y)\n"
+              "{\n    const auto f = [&](%s v) { return v + T(1); };\n    y[0] = f(y[0]);\n}\n"
+              "template __global__ void k<float>(float *);\n")
+    tree = _kernel_tree(tmp_path, {"lam.cu": kernel % "auto", "plain.cu": kernel % "T"})
     cmd = [sys.executable, str(ROOT / ".ci" / "compile-kernels"), "--kernels", str(tree),
            "--cuda-arch", "", "--hip-arch", "", "--jobs", "2"]
     env = {"TESSERA_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/bin",
@@ -606,20 +609,16 @@ _HIPCC = shutil.which("hipcc")
 @pytest.mark.skipif(_HIPCC is None, reason="hipcc not installed (CI installs Debian's: "
                     "apt-get install hipcc libamdhip64-dev)")
 def test_ci_fails_on_a_kernel_that_does_not_compile_for_amd(tmp_path):
-    tree = tmp_path / "kernels"
-    shutil.copytree(KERNELS / "include", tree / "include")
-    (tree / "cuda").mkdir()
-    (tree / "cuda" / "good.cu").write_text(
-        '#include "tessera/warp.cuh"\n'
-        "template <int WARP> __global__ void k(float *y)\n"
-        "{ y[0] = tessera::warp_sum<WARP>(y[0]); }\n"
-        "template __global__ void k<64>(float *);\n")
-    # Compiles for CUDA; not for HIP (an intrinsic HIP lacks).
-    (tree / "cuda" / "bad.cu").write_text(
-        '#include "tessera/types.cuh"\n'
-        "__global__ void k(float *y) {\n"
-        "#if defined(__HIPCC__)\n    y[0] = __no_such_intrinsic(y[0]);\n#else\n"
-        "    y[0] = 1.0f;\n#endif\n}\n")
+    tree = _kernel_tree(tmp_path, {
+        "good.cu": ('#include "tessera/warp.cuh"\n'
+                    "template <int WARP> __global__ void k(float *y)\n"
+                    "{ y[0] = tessera::warp_sum<WARP>(y[0]); }\n"
+                    "template __global__ void k<64>(float *);\n"),
+        # Compiles for CUDA; not for HIP (an intrinsic HIP lacks).
+        "bad.cu": ('#include "tessera/types.cuh"\n'
+                   "__global__ void k(float *y) {\n"
+                   "#if defined(__HIPCC__)\n    y[0] = __no_such_intrinsic(y[0]);\n#else\n"
+                   "    y[0] = 1.0f;\n#endif\n}\n")})
     cmd = [sys.executable, str(ROOT / ".ci" / "compile-kernels"), "--kernels", str(tree),
            "--cuda-arch", "", "--hip-arch", "gfx90a,gfx1030", "--nvrtc-arch", "",
            "--jobs", "2"]
