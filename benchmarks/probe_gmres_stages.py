@@ -26,10 +26,12 @@ import numpy as np
 
 from .probe_krylov_grid import _events
 
+# (with --define TESSERA_GMRES_PRODUCT_PROBE=1, two-barrier column: stage 7 is the wait
+# for the last combination's warps, 8 the product, and 0 the same product made again)
 STAGES = ("product", "partials 1", "barrier 1", "gather 1", "project 1 + partials 2",
-          "barrier 2", "gather 2 + project 2 + partials 3", "barrier 3", "gather 3",
-          "rotations (block 0)", "back substitution (block 0)", "the rest of a cycle",
-          "Z correction (two barriers)")
+          "barrier 2", "gather 2 + project 2 + partials 3", "barrier 3 | probe: tail",
+          "gather 3 | probe: product", "rotations (block 0)", "back substitution (block 0)",
+          "the rest of a cycle", "Z correction (two barriers)")
 
 
 def _stages(solve_once, gm, khz: float):

@@ -533,6 +533,17 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 breakdown_last = breakdown;
                 // The next column's product: M A V[col] = (M A U - Z[0..col - 1] g) sc.
                 T *wn = Z + (long long)col * n;
+#ifdef TESSERA_GMRES_PRODUCT_PROBE
+                // (a measured variant: stage 7 the block's wait for its warps' last
+                // combination, stage 8 the product, stage 0 the same product once more.
+                // H100, dense 2049, float32 / float64: 0.02, 3.68 / 6.00, 2.55 / 4.46 us
+                // an inner iteration. The warm product streams A at L2's rate; the first
+                // pays ~1.1 / 1.5 us more: U's loads from L2, a copy for each warp.)
+                __syncthreads();
+                STAGE(7);
+                product_ma(U, wn);
+                STAGE(8);
+#endif
                 product_ma(U, wn);
                 STAGE(0);
                 if (cached) {
