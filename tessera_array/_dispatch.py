@@ -177,15 +177,11 @@ def find(op: str, device, dtype: DType, variant: str = DEFAULT_VARIANT) -> Calla
     """:func:`lookup`'s launcher, or None where none is registered, for callers with a
     path of their own then: a miss is remembered until the next registration (lookup's
     message, which lists what is registered, took ~20 us a solve on gmres's front end)."""
-    fast = registry._fast
     key = (op, id(device), id(dtype), variant)
-    hit = fast.get(key)
-    if hit is not None:
-        return None if hit is _MISS else hit
-    try:
-        launcher = registry.lookup(op, device.backend.name, dtype, variant)
-    except KernelNotFoundError:
-        fast[key] = _MISS
+    if registry._fast.get(key) is _MISS:
         return None
-    fast[key] = launcher
-    return launcher
+    try:
+        return lookup(op, device, dtype, variant)
+    except KernelNotFoundError:
+        registry._fast[key] = _MISS
+        return None
