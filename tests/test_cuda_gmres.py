@@ -152,6 +152,36 @@ def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
     assert forms and set(forms) == {(two, cu_gmres.BLOCK if two else cu_gmres.STREAM_BLOCK)}
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch):
+    """The two-barrier column's product reads U from each block's shared memory where it
+    fits (stage_v): x and the residual history are bit for bit those of the product
+    reading U from L2 (STAGE_BYTES 0), on a dense system; a CSR A is never staged."""
+    staged = []
+    real = cu_gmres.FusedGMRES.run
+
+    def run(self, cycles, presids=False):
+        staged.append(self.staged)
+        return real(self, cycles, presids)
+
+    monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
+    a = _nonsym(300, dtype=dtype)
+    A, b = _on_device(a), xp.asarray(_rhs(300, dtype=dtype), device=DEV)
+    got = []
+    for limit in (cu_gmres.STAGE_BYTES, 0):
+        monkeypatch.setattr(cu_gmres, "STAGE_BYTES", limit)
+        x, info, report = gm._gmres(A, b, rtol=0.0, atol=0.0, restart=12, maxiter=3,
+                                    report=True)
+        got.append((_np(x), info, report.residual_norms))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    assert got[0][1:] == got[1][1:]
+    assert staged == [True, False]
+    staged.clear()
+    monkeypatch.setattr(cu_gmres, "STAGE_BYTES", 1 << 30)
+    tla.gmres(_on_device(sp.csr_array(a)), b, rtol=0.0, atol=0.0, restart=12, maxiter=1)
+    assert staged == [False]
+
+
 def _scipy_count(a, b, **kw):
     seen = []
     x, info = sla.gmres(a, b, callback=seen.append, callback_type="pr_norm", **kw)

@@ -56,10 +56,12 @@ class Launch:
     index between launches), and its state words ``st`` (float64 on the device) read
     through a pinned host copy of ``words`` doubles."""
 
-    def __init__(self, kernel, blocks: int, args: list, st, words: int, block: int = BLOCK):
+    def __init__(self, kernel, blocks: int, args: list, st, words: int, block: int = BLOCK,
+                 shared: int = 0):
         cupy = _cupy()
         self.kernel, self.blocks, self.args, self.st = kernel, blocks, args, st
         self.block = block  # threads a block
+        self.shared = shared  # dynamic shared memory a block, bytes
         self.params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         self._pinned = cupy.cuda.alloc_pinned_memory(words * 8)
         self._host = np.frombuffer(self._pinned, dtype=np.float64, count=words)
@@ -69,7 +71,7 @@ class Launch:
         cooperative path reads every device attribute on each launch)."""
         cupy = _cupy()
         cupy.cuda.driver.launchCooperativeKernel(
-            self.kernel.ptr, self.blocks, 1, 1, self.block, 1, 1, 0,
+            self.kernel.ptr, self.blocks, 1, 1, self.block, 1, 1, self.shared,
             cupy.cuda.get_current_stream().ptr, ctypes.addressof(self.params))
 
     def read(self, count: int):

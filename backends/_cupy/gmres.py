@@ -26,13 +26,14 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
 from . import _kernels
 from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pair
 from ._persistent import geometry as _geometry
-from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
+from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
 
 __all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "STREAM_BLOCK", "STREAM_BLOCKS_PER_SM",
            "FusedGMRES", "geometry", "gmres_fused", "instances", "launch_shape", "register"]
@@ -70,6 +71,15 @@ SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 
 # (126 MB), the extra sweep would cost more than a barrier saves; 8 MiB between the two
 # is a guess, not a measured crossing.
 PIPELINE_BYTES = 8 << 20
+# The two-barrier column's product reads U from each block's shared memory (gmres.cu's
+# stage_v) where a dense A's vector of n elements is at most STAGE_BYTES and the grid
+# stays resident with it. H100, dense 2049 (TESSERA_GMRES_PRODUCT_PROBE, us an inner
+# iteration, float32 / float64): the product 3.68 / 6.00 just past the barrier, 2.55 /
+# 4.46 made again; every warp's copy of U from L2 is the difference. (Not yet measured
+# with the copy.)
+STAGE_BYTES = 64 << 10
+_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
@@ -107,6 +117,27 @@ def launch_shape(n: int, restart: int, itemsize: int) -> tuple:
     if pipelined:
         return True, BLOCK, BLOCKS_PER_SM
     return False, STREAM_BLOCK, STREAM_BLOCKS_PER_SM
+
+
+def stage_bytes(kernel, name: str, device, a, n: int, itemsize: int, pipelined: bool,
+                block: int, blocks: int, sms: int) -> int:
+    """Dynamic shared memory a block for U (gmres.cu's stage_v; 0: not staged): n
+    elements, in the two-barrier column of a dense A, where that is at most STAGE_BYTES,
+    the kernel may take it (the device's limit, its static shared memory beside it) and
+    ``blocks`` blocks stay resident on ``sms`` multiprocessors."""
+    need = n * itemsize
+    if not pipelined or a.kind != OP_DENSE or need > STAGE_BYTES:
+        return 0
+    driver = _cupy().cuda.driver
+    key = (device.id, name)
+    if need > _opted.get(key, 0):
+        try:  # (refused where need and the static shared memory pass the device's limit)
+            driver.funcSetAttribute(kernel.ptr, _MAX_DYNAMIC_SHARED, need)
+        except driver.CUDADriverError:
+            return 0
+        _opted[key] = need
+    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, block, need)
+    return need if resident * sms >= blocks else 0
 
 
 def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
@@ -147,6 +178,9 @@ class FusedGMRES:
             sms = _kernels.multiprocessors(dev)
             blocks = geometry(n, lanes_of(a, m), warp, sms,
                               _resident_blocks(kernel, name, dev, block), per_sm, block)
+            shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, self.pipelined, block,
+                                 blocks, sms)
+            self.staged = shared > 0
             nz = n if m.kind != OP_NONE else 0
             nu = (restart + 1) * n if self.pipelined else 0  # U, then Z (restart vectors)
             parts = 2 * SLOTS * blocks
@@ -172,8 +206,8 @@ class FusedGMRES:
                     *m.ctypes_args(),
                     *[_ptr(v) for v in (b, x, r, V, z, y, work[:parts], small, st,
                                         self.bar)],
-                    c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs)]
-            self._launch = Launch(kernel, blocks, args, st, words, block)
+                    c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs), c_.c_int(int(self.staged))]
+            self._launch = Launch(kernel, blocks, args, st, words, block, shared)
             self.blocks = blocks
             self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)
 

@@ -49,7 +49,9 @@
 //            triangular solve's solution, rounded to T). part (T): 2 * SLOTS *
 //            gridDim.x partial sums (two regions, used in turn; RowGrid's block-major
 //            layout, 16-byte aligned: the workspace's start). U (n) and Z (restart
-//            rows of n): the two-barrier form's (pipe; else unused, may be null).
+//            rows of n): the two-barrier form's (pipe; else unused, may be null);
+//            with stage_v, each block copies U to its dynamic shared memory (n
+//            elements, the launch's) for the column's product.
 //            small (double): the rotated Hessenberg columns (restart x (restart + 1)
 //            of S: double, or two doubles for complex T), then two control words (g,
 //            the rotations and the column being rotated live in block 0's shared
@@ -252,7 +254,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                   const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
                   const T *__restrict__ b, T *x, T *r, T *V, T *z, T *y, T *part,
                   double *small, double *st, unsigned long long *bar, const int pipe, T *U,
-                  T *Z)
+                  T *Z, const int stage_v)
 {
     using namespace tessera;
     using namespace tessera::gmk;
@@ -382,6 +384,18 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             const T *a = k < count - 1 ? cV + k * CW : c;
             return [a, c, row0](long long i) { return conj_mul(a[i - row0], c[i - row0]); };
         });
+    };
+    // stage_v: the two-barrier column's product reads U from this block's dynamic shared
+    // memory (n elements), copied there once a column, instead of every warp loading all
+    // of U from L2 just past the barrier (the same values: the same bits).
+    extern __shared__ __align__(16) unsigned char dyn_[];
+    T *vsh = reinterpret_cast<T *>(dyn_);
+    const auto staged = [&](const T *v) -> const T * {
+        if (!stage_v) return v;
+#pragma unroll 4
+        for (long long i = threadIdx.x; i < n; i += BLOCK) vsh[i] = v[i];
+        __syncthreads();
+        return vsh;
     };
     // out = M A v on this block's rows (A v alone without M; a barrier between the two).
     const auto product_ma = [&](const T *v, T *out) {
@@ -541,10 +555,10 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 // pays ~1.1 / 1.5 us more: U's loads from L2, a copy for each warp.)
                 __syncthreads();
                 STAGE(7);
-                product_ma(U, wn);
+                product_ma(staged(U), wn);
                 STAGE(8);
 #endif
-                product_ma(U, wn);
+                product_ma(staged(U), wn);
                 STAGE(0);
                 if (cached) {
                     T *cn = cZ + col * CW;
