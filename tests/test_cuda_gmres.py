@@ -156,7 +156,8 @@ def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
 def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch):
     """The two-barrier column's product reads U from each block's shared memory where it
     fits (stage_v): x and the residual history are bit for bit those of the product
-    reading U from L2 (STAGE_BYTES 0), on a dense system; a CSR A is never staged."""
+    reading U from L2 (STAGE_BYTES 0), on a dense system; a CSR A (float64) is never
+    staged."""
     staged = []
     real = cu_gmres.FusedGMRES.run
 
@@ -176,10 +177,11 @@ def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch):
     np.testing.assert_array_equal(got[0][0], got[1][0])
     assert got[0][1:] == got[1][1:]
     assert staged == [True, False]
-    staged.clear()
-    monkeypatch.setattr(cu_gmres, "STAGE_BYTES", 1 << 30)
-    tla.gmres(_on_device(sp.csr_array(a)), b, rtol=0.0, atol=0.0, restart=12, maxiter=1)
-    assert staged == [False]
+    if dtype == np.float64:
+        staged.clear()
+        monkeypatch.setattr(cu_gmres, "STAGE_BYTES", 1 << 30)
+        tla.gmres(_on_device(sp.csr_array(a)), b, rtol=0.0, atol=0.0, restart=12, maxiter=1)
+        assert staged == [False]
 
 
 def _scipy_count(a, b, **kw):
