@@ -50,11 +50,13 @@ def _stages(solve_once, gm, khz: float):
         return run(self, *a, **k)
 
     gm._kernels.function, gm.FusedGMRES.run = staged, keep
+    gm._plans.clear()  # (the launcher keeps its kernel per shape: fetched again, staged)
     try:
         solve_once()
         solve_once()
     finally:
         gm._kernels.function, gm.FusedGMRES.run = function, run
+        gm._plans.clear()
     solve = seen[-1]
     blocks, slots = solve.blocks, gm.SLOTS
     part = solve._keep[0][:2 * slots * blocks].get()

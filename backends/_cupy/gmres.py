@@ -31,7 +31,7 @@ from tessera_array.backends._common import memo
 from tessera_array import _dtypes
 
 from . import _kernels
-from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pair
+from ._persistent import Launch, check_vectors, kernel_name, lanes_of, pinned_words, stored_pair
 from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
 
@@ -80,12 +80,14 @@ PIPELINE_BYTES = 8 << 20
 STAGE_BYTES = 64 << 10
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
+# (device id, n, dtype, restart, index types, A's and M's kinds, lanes, warp) -> _Plan
+_plans = memo("cuda.gmres.plans", limit=256)
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
 E_INIT, E_CYCLE = 0, 1
 (W_STATUS, W_ITER, W_INNER, W_RNORM, W_PTOL, W_PMAX, W_PRESID, W_XPOINTS, W_NHIST, W_NPR,
- WORDS) = range(11)
+ W_ATOL, WORDS) = range(12)
 _FLOATING = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
 
 
@@ -154,10 +156,61 @@ def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
             raise ValueError(f"gmres_fused: {name} must be >= 0. Received: {name}={v!r}")
 
 
-class FusedGMRES:
-    """The device state of one GMRES solve: see the module docstring."""
+class _Plan:
+    """What the solves of one (device, n, dtype, restart, operator layout) share: the
+    kernel, its launch shape, and workspaces no running solve holds (:class:`_Work`, at
+    most two kept)."""
 
-    def __init__(self, x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero):
+    __slots__ = ("block", "blocks", "free", "kernel", "pipelined", "shared")
+
+    def __init__(self, kernel, pipelined, block, blocks, shared):
+        self.kernel, self.pipelined, self.block = kernel, pipelined, block
+        self.blocks, self.shared, self.free = blocks, shared, []
+
+
+class _Work:
+    """One solve's device workspace (gmres.cu's part, r, z, V, y, U and Z in one T
+    buffer; small; the state words st; the barrier's counter) and a pinned host copy of
+    the words. A solve takes it from its plan and gives it back once finished, after its
+    last read, so no two solves use it at once. Every buffer is written before it is read
+    in a solve, but the counter: zeroed once, a launch leaves it at a multiple of the
+    grid's blocks, where the barrier may start (persistent.cuh, grid_sync)."""
+
+    __slots__ = ("bar", "host", "parts", "small", "st", "words", "work")
+
+    def __init__(self, n, dt, restart, nz, pipelined, blocks, words):
+        nu = (restart + 1) * n if pipelined else 0  # U, then Z (restart vectors)
+        self.parts = 2 * SLOTS * blocks
+        # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
+        # RowGrid loads them), then r, z (M's products), the basis V, y, U and Z.
+        self.work = _kernels.empty((self.parts + n + nz + (restart + 1) * n + restart + nu,),
+                                   dt)
+        c = 2 if dt.kind == "c" else 1
+        self.small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
+        self.words = words
+        self.st = _kernels.empty((words,), np.float64)
+        self.bar = _cupy().zeros((1,), dtype=np.uint64)
+        self.host = pinned_words(words)
+
+    def pointers(self, n, nz, restart, pipelined) -> list:
+        """The kernel's r, V, z, y and part, then U and Z (None where unused)."""
+        w, p = self.work, self.parts
+        o = p + n + nz + (restart + 1) * n
+        u = w[o + restart:o + restart + n] if pipelined else None
+        zs = w[o + restart + n:o + restart + (restart + 1) * n] if pipelined else None
+        return [w[p:p + n], w[p + n + nz:o], w[p + n:p + 2 * n] if nz else None,
+                w[o:o + restart], w[:p], u, zs]
+
+
+class FusedGMRES:
+    """The device state of one GMRES solve: see the module docstring. ``rtol >= 0``
+    (:func:`gmres_plain`: x zero, no M) has the first launch take ||b|| and set the
+    threshold ``max(atol, rtol ||b||)`` and the first inner tolerance itself (``ptol``
+    unused); the kernel, its shape and finished solves' workspaces are kept per
+    (device, n, dtype, restart, operator layout) (``_plans``)."""
+
+    def __init__(self, x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero,
+                 rtol=-1.0):
         self.device = dev = b.device
         self.dtype = dt = b.dtype
         self.n = n = b.shape[0]
@@ -166,50 +219,51 @@ class FusedGMRES:
         self.x, self.b = x, b
         self._finished = False
         self._entry = E_INIT
+        self._w = None
         with dev:
             warp = _kernels.warp_size(dev)
             a, m, index = stored_pair(A, M, n, dt, warp)
             self.declined = a is None
             if self.declined:
                 return
-            self.pipelined, block, per_sm = launch_shape(n, restart, dt.itemsize)
-            name = _name(dt, index[0], index[1], warp, block)
-            kernel = _kernels.function(FILE, name, dev)
-            sms = _kernels.multiprocessors(dev)
-            blocks = geometry(n, lanes_of(a, m), warp, sms,
-                              _resident_blocks(kernel, name, dev, block), per_sm, block)
-            shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, self.pipelined, block,
-                                 blocks, sms)
-            self.staged = shared > 0
+            lanes = lanes_of(a, m)
+            key = (dev.id, n, dt, restart, index, a.kind, m.kind, lanes, warp)
+            plan = _plans.get(key)
+            if plan is None:
+                pipelined, block, per_sm = launch_shape(n, restart, dt.itemsize)
+                name = _name(dt, index[0], index[1], warp, block)
+                kernel = _kernels.function(FILE, name, dev)
+                sms = _kernels.multiprocessors(dev)
+                blocks = geometry(n, lanes, warp, sms,
+                                  _resident_blocks(kernel, name, dev, block), per_sm, block)
+                shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, pipelined, block,
+                                     blocks, sms)
+                plan = _plans.put(key, _Plan(kernel, pipelined, block, blocks, shared))
+            self.pipelined, self.blocks = plan.pipelined, plan.blocks
+            self.staged = plan.shared > 0
             nz = n if m.kind != OP_NONE else 0
-            nu = (restart + 1) * n if self.pipelined else 0  # U, then Z (restart vectors)
-            parts = 2 * SLOTS * blocks
-            # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
-            # RowGrid loads them), then r, z (M's products), the basis V, y, U and Z.
-            work = _kernels.empty((parts + n + nz + (restart + 1) * n + restart + nu,), dt)
-            o = parts + n + nz + (restart + 1) * n
-            r = work[parts:parts + n]
-            z = work[parts + n:parts + 2 * n] if nz else None
-            V, y = work[parts + n + nz:o], work[o:o + restart]
-            u = work[o + restart:o + restart + n] if nu else None
-            zs = work[o + restart + n:o + restart + nu] if nu else None
-            c = 2 if dt.kind == "c" else 1
-            small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
             words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
-            st = _kernels.empty((words,), np.float64)
-            self.bar = _cupy().zeros((1,), dtype=np.uint64)
+            self._w = w = plan.free.pop() if plan.free else _Work(
+                n, dt, restart, nz, plan.pipelined, plan.blocks, words)
+            r, V, z, y, part, u, zs = w.pointers(n, nz, restart, plan.pipelined)
             c_ = ctypes
             args = [c_.c_longlong(n), c_.c_int(E_INIT), c_.c_int(restart),
                     c_.c_longlong(int(maxiter)), c_.c_longlong(int(inner_limit)), c_.c_int(1),
                     c_.c_int(int(bool(nonzero))), c_.c_double(float(atol)),
                     c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
                     *m.ctypes_args(),
-                    *[_ptr(v) for v in (b, x, r, V, z, y, work[:parts], small, st,
-                                        self.bar)],
-                    c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs), c_.c_int(int(self.staged))]
-            self._launch = Launch(kernel, blocks, args, st, words, block, shared)
-            self.blocks = blocks
-            self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)
+                    *[_ptr(v) for v in (b, x, r, V, z, y, part, w.small, w.st, w.bar)],
+                    c_.c_int(int(plan.pipelined)), _ptr(u), _ptr(zs),
+                    c_.c_int(int(self.staged)), c_.c_double(float(rtol))]
+            self._launch = Launch(plan.kernel, plan.blocks, args, w.st, words, plan.block,
+                                  plan.shared, w.host)
+            self._plan = plan
+            self._keep = (a, m)  # (what the kernel reads lives with the solve)
+
+    def _release(self):
+        w, self._w = self._w, None
+        if w is not None and len(self._plan.free) < 2:
+            self._plan.free.append(w)
 
     def run(self, cycles: int, presids: bool = False):
         """Up to ``cycles`` restart cycles in one launch, then one read: a
@@ -236,6 +290,8 @@ class FusedGMRES:
         nhist, npr = int(st[W_NHIST]), int(st[W_NPR])
         inner = int(st[W_INNER])
         self._finished = status is not GMRESStatus.RUNNING
+        if self._finished:
+            self._release()
         return GMRESReport(status, inner, int(st[W_ITER]),
                            tuple(float(v) for v in st[WORDS:WORDS + nhist]),
                            tuple(float(v) for v in st[hist0:hist0 + npr]) if presids else (),
@@ -251,6 +307,30 @@ def gmres_fused(x, b, A, M, *, restart, maxiter, inner_limit, atol, ptol, eps, n
         return None
     solve = FusedGMRES(x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero)
     return None if solve.declined else solve
+
+
+def gmres_plain(b, A, *, restart: int, maxiter: int, rtol: float, atol: float,
+                eps: float) -> FusedGMRES | None:
+    """``gmres(A, b)`` from x = 0 without M or callback, in a :class:`FusedGMRES` whose
+    first launch takes ||b||, the threshold and the first inner tolerance itself (no read
+    before it): ``b`` a 1-D contiguous ``cupy.ndarray`` of a floating dtype, ``A`` a
+    :class:`~tessera_array.sparse.linalg._fused.FusedOperand` of a stored matrix of b's
+    dtype; ``restart`` and ``maxiter`` ints >= 1, ``rtol`` and ``atol`` >= 0, checked by
+    the caller. The solve's x (``solve.x``) starts as zeros; its first report's first
+    residual norm is ||b||. None (the caller's other paths) for anything else."""
+    cupy = _cupy()
+    if (not isinstance(b, cupy.ndarray) or b.ndim != 1 or b.dtype not in _FLOATING
+            or b.shape[0] == 0 or not b.flags.c_contiguous or A.kind not in ("dense", "csr")
+            or int(restart) > RESTART_MAX or not float(rtol) >= 0):
+        return None
+    with b.device:
+        x = cupy.zeros(b.shape, dtype=b.dtype)
+    solve = FusedGMRES(x, b, A, None, restart, maxiter, -1, atol, 0.0, eps, False,
+                       rtol=float(rtol))
+    return None if solve.declined else solve
+
+
+gmres_fused.plain = gmres_plain  # (what _gmres._gmres_plain looks for: no read before)
 
 
 def instances(warp: int) -> list:

@@ -7,7 +7,10 @@
 //            a stored A and optional stored M (dense or CSR), real or complex T: the
 //            iteration of tessera_array/sparse/linalg/_gmres.py (_gmres_loop), cycle
 //            for cycle. Entry E_INIT (the solve's first launch): r = b - A x (b when x
-//            is zero), ||r||, the first test (< atol: converged; not finite: -20). Then
+//            is zero), ||r||, the first test (< atol: converged; not finite: -20); with
+//            rtol >= 0 (x zero and no M, ||b|| unread by the host) atol = max(atol,
+//            rtol ||b||) and the first inner tolerance come from that ||r|| = ||b||, and
+//            ||b|| = 0 stops it, converged (atol is then a state word). Then
 //            each restart cycle: v0 = M r, V[0] = v0 / ||v0||; for each column j:
 //            w = M A V[j]; h0 = ||w|| (not finite: -20); w orthogonalized against
 //            V[0..j] by classical Gram-Schmidt twice (CGS2: h = V^H w, w -= V h, twice,
@@ -95,7 +98,7 @@ namespace gmk {
 // Entry points, state words and status values: the launcher's (backends/_cupy/gmres.py).
 constexpr int E_INIT = 0, E_CYCLE = 1;
 constexpr int W_STATUS = 0, W_ITER = 1, W_INNER = 2, W_RNORM = 3, W_PTOL = 4, W_PMAX = 5,
-              W_PRESID = 6, W_XPOINTS = 7, W_NHIST = 8, W_NPR = 9, WORDS = 10;
+              W_PRESID = 6, W_XPOINTS = 7, W_NHIST = 8, W_NPR = 9, W_ATOL = 10, WORDS = 11;
 constexpr int S_RUNNING = 1, S_MAXITER = 2, S_CONVERGED = 0, S_NONFINITE = -20;
 constexpr int RMAX = 128;  // the longest restart
 constexpr int SLOTS = RMAX + 4;  // a block's partial sums (RMAX + 2; a multiple of 4: RowGrid)
@@ -247,14 +250,14 @@ template <typename T, typename I, typename P, int WARP, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 tessera_gmres_run(const long long n, const int entry, const int restart,
                   const long long maxiter, const long long inner_limit, const int cycles,
-                  const int nonzero, const double atol, const double eps, const double ptol0,
+                  const int nonzero, const double atol0, const double eps, const double ptol0,
                   const int a_kind, const int a_lanes, const T *__restrict__ a_val,
                   const I *__restrict__ a_idx, const P *__restrict__ a_ptr, const long long a_ld,
                   const int m_kind, const int m_lanes, const T *__restrict__ m_val,
                   const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
                   const T *__restrict__ b, T *x, T *r, T *V, T *z, T *y, T *part,
                   double *small, double *st, unsigned long long *bar, const int pipe, T *U,
-                  T *Z, const int stage_v)
+                  T *Z, const int stage_v, const double rtol)
 {
     using namespace tessera;
     using namespace tessera::gmk;
@@ -282,8 +285,9 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
 
     int status = S_RUNNING;
     long long iter = 0, inner = 0, xpoints = 0;
-    double rnorm = 1.0 / 0.0, ptol = ptol0, pmax = 1.0, presid = 0.0;
+    double rnorm = 1.0 / 0.0, atol = atol0, ptol = ptol0, pmax = 1.0, presid = 0.0;
     if (entry != E_INIT) {
+        atol = st[W_ATOL];
         iter = (long long)st[W_ITER];
         inner = (long long)st[W_INNER];
         rnorm = st[W_RNORM];
@@ -418,6 +422,11 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         rnorm = g.norm(r);
         if (lead) hist[nhist] = rnorm;
         ++nhist;
+        if (rtol >= 0) {  // the start of a solve from zero without M: ||b|| = ||r|| = ||M b||
+            atol = fmax(atol0, rtol * rnorm);
+            ptol = rnorm * fmin(1.0, atol / rnorm);
+            if (rnorm == 0) status = S_CONVERGED;  // (x = 0 is the solution)
+        }
         if (rnorm < atol)
             status = S_CONVERGED;
         else if (!isfinite(rnorm))
@@ -733,5 +742,6 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         st[W_XPOINTS] = double(xpoints);
         st[W_NHIST] = double(nhist);
         st[W_NPR] = double(inner - inner0);
+        st[W_ATOL] = atol;
     }
 }
