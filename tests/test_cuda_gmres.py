@@ -122,18 +122,23 @@ def test_preconditioned_and_nonzero_start(dtype, launches):
                                        atol=1e-6 * np.abs(_np(generic[0])).max())
 
 
-@pytest.mark.parametrize("form", ["two barriers", "three barriers"])
-def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
+@pytest.mark.parametrize("form", ["one reduction", "two barriers", "three barriers"])
+def test_every_column_form_equals_the_generic_loop(form, monkeypatch):
     """The launcher takes the two-barrier column (and blocks of BLOCK threads) where the
-    basis is at most PIPELINE_BYTES and the three-barrier one (STREAM_BLOCK) above: both,
-    on every compared system (fixed cycles), with M, and converging (the stop on presid
-    <= ptol)."""
-    monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 1 << 40 if form == "two barriers" else 0)
+    basis is at most PIPELINE_BYTES, with one reduction a column where its rows also fit
+    the row cache (ONE_REDUCTION_RMAX), and the three-barrier one (STREAM_BLOCK) above:
+    each, on every compared system (fixed cycles), with M, and converging (the stop on
+    presid <= ptol)."""
+    monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 0 if form == "three barriers" else 1 << 40)
+    monkeypatch.setattr(cu_gmres, "ONE_REDUCTION_RMAX", 32 if form == "one reduction" else 0)
     forms = []
     real = cu_gmres.FusedGMRES.run
 
     def run(self, cycles, presids=False):
-        forms.append((self.pipelined, self._launch.block))
+        # (one reduction takes the row cache: at most a row a warp of each block)
+        cache = -(-self.n // self.blocks) <= self._launch.block // 32
+        want = "two barriers" if form == "one reduction" and not cache else form
+        forms.append((self.form, want, self._launch.block))
         return real(self, cycles, presids)
 
     monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
@@ -143,18 +148,20 @@ def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
         fused, generic = _both(A, b, rtol=0.0, atol=0.0, restart=7, maxiter=3)
         _close(fused, generic, 1e-9)
     a = convection_diffusion(8)
-    A = csr_array(sp.csr_array(a), device=DEV)
     M = csr_array(sp.diags_array(1.0 / a.diagonal()).tocsr(), device=DEV)
     b = xp.asarray(_rhs(a.shape[0]), device=DEV)
-    for m in (None, M):
+    for A, m in ((csr_array(sp.csr_array(a), device=DEV), None),
+                 (csr_array(sp.csr_array(a), device=DEV), M), (_on_device(a), None),
+                 (_on_device(a), _on_device(np.diag(1.0 / a.diagonal())))):
         fused, generic = _both(A, b, M=m, rtol=0.0, atol=0.0, restart=6, maxiter=4)
         _close(fused, generic, 1e-9)
         fused, generic = _both(A, b, M=m, rtol=1e-8, restart=6)
         assert fused[1] == 0 and abs(fused[2].iterations - generic[2].iterations) <= 1
         np.testing.assert_allclose(_np(fused[0]), _np(generic[0]), rtol=1e-6,
                                    atol=1e-6 * np.abs(_np(generic[0])).max())
-    two = form == "two barriers"
-    assert forms and set(forms) == {(two, cu_gmres.BLOCK if two else cu_gmres.STREAM_BLOCK)}
+    block = cu_gmres.STREAM_BLOCK if form == "three barriers" else cu_gmres.BLOCK
+    assert forms and all(got == want and b == block for got, want, b in forms), set(forms)
+    assert (form, form, block) in forms  # (the dense systems take it)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])

@@ -348,6 +348,23 @@ def test_cuda_gmres_stages_u_only_for_a_dense_two_barrier_column_that_fits():
     assert cu.STAGE_BYTES >= 2049 * 16  # (the benchmarks' dense system, complex128 too)
 
 
+def test_cuda_gmres_one_reduction_only_where_the_rows_fit_the_cache():
+    """gmres.cu's one-reduction column (pipe 2): in the two-barrier column where every
+    block has at most a row a warp and the restart is within ONE_REDUCTION_RMAX, for
+    every dtype but complex128; else the two-barrier column (1), or the three (0)."""
+    from tessera_array.backends._cupy import gmres as cu
+
+    form = cu.column_form
+    for dt in (np.float32, np.float64, np.complex64):
+        assert form(2049, 30, dt, True, 512, 129, 32) == 2  # 16 rows a block
+        assert form(2049, 30, dt, True, 512, 128, 32) == 1  # 17
+        assert form(2049, cu.ONE_REDUCTION_RMAX + 1, dt, True, 512, 129, 32) == 1
+        assert form(2049, 30, dt, False, 256, 129, 32) == 0
+    assert form(2049, 30, np.complex128, True, 512, 129, 32) == 1
+    assert form(60, 30, np.float32, True, 512, 8, 64) == 2  # (a 64-wide wave: 8 rows)
+    assert form(60, 30, np.float32, True, 512, 4, 64) == 1  # (15 rows, 8 waves)
+
+
 def test_solver_takes_its_backends_row(device, monkeypatch):
     """The solvers read the row of their device's backend."""
     monkeypatch.setattr(_routing, "_backend_rows", {})

@@ -35,8 +35,9 @@ from ._persistent import Launch, check_vectors, kernel_name, lanes_of, pinned_wo
 from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
 
-__all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "STREAM_BLOCK", "STREAM_BLOCKS_PER_SM",
-           "FusedGMRES", "geometry", "gmres_fused", "instances", "launch_shape", "register"]
+__all__ = ["BLOCK", "BLOCKS_PER_SM", "ONE_REDUCTION_RMAX", "RESTART_MAX", "STREAM_BLOCK",
+           "STREAM_BLOCKS_PER_SM", "FusedGMRES", "column_form", "geometry", "gmres_fused",
+           "gmres_plain", "instances", "launch_shape", "register"]
 
 FILE = "gmres.cu"
 # Blocks. Where the basis is at most PIPELINE_BYTES (a latency-bound system, the two-
@@ -82,6 +83,10 @@ _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
 # (device id, n, dtype, restart, index types, A's and M's kinds, lanes, warp) -> _Plan
 _plans = memo("cuda.gmres.plans", limit=256)
+# One reduction a column (gmres.cu's "One reduction", pipe 2) where the two-barrier column
+# keeps its rows in shared memory (a warp a row, restart <= ONE_REDUCTION_RMAX, gmres.cu's
+# CACHE_RMAX) and T is not complex128. (Not yet measured on a GPU.)
+ONE_REDUCTION_RMAX = 32
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
@@ -156,15 +161,28 @@ def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
             raise ValueError(f"gmres_fused: {name} must be >= 0. Received: {name}={v!r}")
 
 
+def column_form(n: int, restart: int, dtype, pipelined: bool, block: int, blocks: int,
+                warp: int) -> int:
+    """gmres.cu's ``pipe``: 2 (one reduction a column) where the two-barrier column keeps
+    its rows in shared memory (at most a row a warp, restart <= ONE_REDUCTION_RMAX) and
+    the dtype is not complex128; else 1 (two barriers) or 0 (three)."""
+    if not pipelined:
+        return 0
+    rows = -(-n // blocks)
+    one = (restart <= ONE_REDUCTION_RMAX and rows <= block // warp
+           and np.dtype(dtype) != np.complex128)
+    return 2 if one else 1
+
+
 class _Plan:
     """What the solves of one (device, n, dtype, restart, operator layout) share: the
     kernel, its launch shape, and workspaces no running solve holds (:class:`_Work`, at
     most two kept)."""
 
-    __slots__ = ("block", "blocks", "free", "kernel", "pipelined", "shared")
+    __slots__ = ("block", "blocks", "free", "kernel", "pipe", "pipelined", "shared")
 
-    def __init__(self, kernel, pipelined, block, blocks, shared):
-        self.kernel, self.pipelined, self.block = kernel, pipelined, block
+    def __init__(self, kernel, pipelined, pipe, block, blocks, shared):
+        self.kernel, self.pipelined, self.pipe, self.block = kernel, pipelined, pipe, block
         self.blocks, self.shared, self.free = blocks, shared, []
 
 
@@ -238,8 +256,10 @@ class FusedGMRES:
                                   _resident_blocks(kernel, name, dev, block), per_sm, block)
                 shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, pipelined, block,
                                      blocks, sms)
-                plan = _plans.put(key, _Plan(kernel, pipelined, block, blocks, shared))
+                pipe = column_form(n, restart, dt, pipelined, block, blocks, warp)
+                plan = _plans.put(key, _Plan(kernel, pipelined, pipe, block, blocks, shared))
             self.pipelined, self.blocks = plan.pipelined, plan.blocks
+            self.form = ("three barriers", "two barriers", "one reduction")[plan.pipe]
             self.staged = plan.shared > 0
             nz = n if m.kind != OP_NONE else 0
             words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
@@ -253,7 +273,7 @@ class FusedGMRES:
                     c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
                     *m.ctypes_args(),
                     *[_ptr(v) for v in (b, x, r, V, z, y, part, w.small, w.st, w.bar)],
-                    c_.c_int(int(plan.pipelined)), _ptr(u), _ptr(zs),
+                    c_.c_int(plan.pipe), _ptr(u), _ptr(zs),
                     c_.c_int(int(self.staged)), c_.c_double(float(rtol))]
             self._launch = Launch(plan.kernel, plan.blocks, args, w.st, words, plan.block,
                                   plan.shared, w.host)
