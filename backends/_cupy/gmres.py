@@ -10,8 +10,10 @@ it declines (None) a callable operator and a restart longer than :data:`RESTART_
 (at most :attr:`FusedGMRES.cycles_max`) with the Arnoldi process (CGS2), the Givens
 rotations, the triangular solve, the update of x and every stopping test on the device,
 three grid barriers an inner iteration (four with ``M``), or two (three with ``M``) where
-the basis is at most :data:`PIPELINE_BYTES`; then one read of the state words and
-histories through pinned memory (``# sync``).
+the basis is at most :data:`PIPELINE_BYTES` (with one reduction instead of two where the
+rows also fit the row cache: :func:`column_form`); then one read of the state words and
+histories through pinned memory (``# sync``). :func:`gmres_plain` (``gmres_fused.plain``)
+is ``gmres(A, b)`` from zero without M, its ||b|| and threshold taken by the first launch.
 
 Geometry (:func:`geometry`): each block owns a contiguous run of rows (their products,
 updates and partial dot products), as many blocks as the rows fill and at most

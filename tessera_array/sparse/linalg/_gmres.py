@@ -17,7 +17,9 @@ restart cycles run there instead (:func:`_gmres_fused`; the contract
 :mod:`._fused_gmres`): after the set-up reads (||b||, ||M b||), one launch and one read
 per run of cycles, the Arnoldi process, rotations, triangular solve and every test on the
 device; callable operators, ``products="blas"`` and restarts past the backend's limit
-keep the loop below.
+keep the loop below. ``gmres(A, b)`` without x0, M or callback, where the launcher has a
+``plain`` form (:func:`_gmres_plain`), skips the set-up reads: its first launch takes
+||b|| and the thresholds.
 
 On native buffers: the restart loop, :func:`_gmres_loop`, is written once against a few
 vector operations (:mod:`tessera_array.sparse.linalg._vectors`); a device that registers
