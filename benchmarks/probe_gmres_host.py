@@ -124,6 +124,8 @@ SPLIT = (
     ("tessera_array.sparse.linalg._isolve", "_fast_matvec"),
     ("tessera_array.sparse.linalg._gmres", "_native_vectors"),
     ("tessera_array.sparse.linalg._gmres", "_gmres_fused"),
+    ("tessera_array.sparse.linalg._gmres", "_gmres_plain"),
+    ("tessera_array._dispatch", "find"),
     ("tessera_array.sparse.linalg._gmres", "_ArrayVectors.__init__"),
     ("tessera_array.sparse.linalg._gmres", "_ArrayVectors.norm"),
     ("tessera_array._dispatch", "lookup"),

@@ -26,6 +26,9 @@ import numpy as np
 
 from .probe_krylov_grid import _events
 
+# (the one-reduction column: 0 the product, 1 the reduction's partial sums, 2 its barrier,
+# 3 its gather, 4 the column's completion with V and Z, 5 the next column's t, 6 its
+# candidate, 7 the barrier that makes the candidate whole)
 # (with --define TESSERA_GMRES_PRODUCT_PROBE=1, two-barrier column: stage 7 is the wait
 # for the last combination's warps, 8 the product, and 0 the same product made again)
 STAGES = ("product", "partials 1", "barrier 1", "gather 1", "project 1 + partials 2",
@@ -46,18 +49,20 @@ def _stages(solve_once, gm, khz: float):
                         ("-DTESSERA_GMRES_STAGES",))
 
     def keep(self, *a, **k):
-        seen.append(self)
+        seen.append(self._w)  # (the workspace: given back to the plan when it finishes)
         return run(self, *a, **k)
 
     gm._kernels.function, gm.FusedGMRES.run = staged, keep
+    gm._plans.clear()  # (the launcher keeps its kernel per shape: fetched again, staged)
     try:
         solve_once()
         solve_once()
     finally:
         gm._kernels.function, gm.FusedGMRES.run = function, run
-    solve = seen[-1]
-    blocks, slots = solve.blocks, gm.SLOTS
-    part = solve._keep[0][:2 * slots * blocks].get()
+        gm._plans.clear()
+    work = seen[-1]
+    blocks, slots = work.parts // (2 * gm.SLOTS), gm.SLOTS
+    part = work.work[:2 * slots * blocks].get()
     raw = part[slots * blocks:].reshape(blocks, slots)[:, slots - 16:]
     words = np.ascontiguousarray(raw).view(np.uint32).reshape(blocks, -1)
     per = raw.dtype.itemsize // 4  # (4-byte words an element)
@@ -79,6 +84,9 @@ def main(argv=None):
                     help="the launcher's BLOCKS_PER_SM")
     ap.add_argument("--block", type=int, default=None,
                     help="the launcher's BLOCK (threads a block)")
+    ap.add_argument("--one-reduction-rmax", type=int, default=None,
+                    help="the launcher's ONE_REDUCTION_RMAX (0: the two-barrier column "
+                         "with two reductions)")
     ap.add_argument("--define", action="append", default=[],
                     help="NAME=VALUE: a -D option to every compile of gmres.cu (repeatable)")
     ap.add_argument("--only", default=None,
@@ -96,6 +104,8 @@ def main(argv=None):
     dev = args.device
     if args.pipeline_bytes is not None:
         gm.PIPELINE_BYTES = args.pipeline_bytes
+    if args.one_reduction_rmax is not None:
+        gm.ONE_REDUCTION_RMAX = args.one_reduction_rmax
     if args.define:
         defines = tuple(f"-D{d}" for d in args.define)
         compile_ = gm._kernels.function

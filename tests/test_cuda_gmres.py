@@ -42,8 +42,13 @@ DEV = "cuda:0"
 
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch):
-    """Every buffer the launchers allocate starts as 0xFF bytes (NaN in floats)."""
+    """Every buffer the launchers allocate starts as 0xFF bytes (NaN in floats); the
+    launcher's kept plans and workspaces are dropped before and after each test (a test
+    that sets a launcher's knob gets plans made with it)."""
     monkeypatch.setattr(_kernels, "empty", poisoned_empty(cupy))
+    cu_gmres._plans.clear()
+    yield
+    cu_gmres._plans.clear()
 
 
 @pytest.fixture
@@ -117,18 +122,23 @@ def test_preconditioned_and_nonzero_start(dtype, launches):
                                        atol=1e-6 * np.abs(_np(generic[0])).max())
 
 
-@pytest.mark.parametrize("form", ["two barriers", "three barriers"])
-def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
+@pytest.mark.parametrize("form", ["one reduction", "two barriers", "three barriers"])
+def test_every_column_form_equals_the_generic_loop(form, monkeypatch):
     """The launcher takes the two-barrier column (and blocks of BLOCK threads) where the
-    basis is at most PIPELINE_BYTES and the three-barrier one (STREAM_BLOCK) above: both,
-    on every compared system (fixed cycles), with M, and converging (the stop on presid
-    <= ptol)."""
-    monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 1 << 40 if form == "two barriers" else 0)
+    basis is at most PIPELINE_BYTES, with one reduction a column where its rows also fit
+    the row cache (ONE_REDUCTION_RMAX), and the three-barrier one (STREAM_BLOCK) above:
+    each, on every compared system (fixed cycles), with M, and converging (the stop on
+    presid <= ptol)."""
+    monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 0 if form == "three barriers" else 1 << 40)
+    monkeypatch.setattr(cu_gmres, "ONE_REDUCTION_RMAX", 32 if form == "one reduction" else 0)
     forms = []
     real = cu_gmres.FusedGMRES.run
 
     def run(self, cycles, presids=False):
-        forms.append((self.pipelined, self._launch.block))
+        # (one reduction takes the row cache: at most a row a warp of each block)
+        cache = -(-self.n // self.blocks) <= self._launch.block // 32
+        want = "two barriers" if form == "one reduction" and not cache else form
+        forms.append((self.form, want, self._launch.block))
         return real(self, cycles, presids)
 
     monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
@@ -138,18 +148,96 @@ def test_both_column_forms_equal_the_generic_loop(form, monkeypatch):
         fused, generic = _both(A, b, rtol=0.0, atol=0.0, restart=7, maxiter=3)
         _close(fused, generic, 1e-9)
     a = convection_diffusion(8)
-    A = csr_array(sp.csr_array(a), device=DEV)
     M = csr_array(sp.diags_array(1.0 / a.diagonal()).tocsr(), device=DEV)
     b = xp.asarray(_rhs(a.shape[0]), device=DEV)
-    for m in (None, M):
+    for A, m in ((csr_array(sp.csr_array(a), device=DEV), None),
+                 (csr_array(sp.csr_array(a), device=DEV), M), (_on_device(a), None),
+                 (_on_device(a), _on_device(np.diag(1.0 / a.diagonal())))):
         fused, generic = _both(A, b, M=m, rtol=0.0, atol=0.0, restart=6, maxiter=4)
         _close(fused, generic, 1e-9)
         fused, generic = _both(A, b, M=m, rtol=1e-8, restart=6)
         assert fused[1] == 0 and abs(fused[2].iterations - generic[2].iterations) <= 1
         np.testing.assert_allclose(_np(fused[0]), _np(generic[0]), rtol=1e-6,
                                    atol=1e-6 * np.abs(_np(generic[0])).max())
-    two = form == "two barriers"
-    assert forms and set(forms) == {(two, cu_gmres.BLOCK if two else cu_gmres.STREAM_BLOCK)}
+    block = cu_gmres.STREAM_BLOCK if form == "three barriers" else cu_gmres.BLOCK
+    assert forms and all(got == want and b == block for got, want, b in forms), set(forms)
+    assert (form, form, block) in forms  # (the dense systems take it)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch):
+    """The two-barrier column's product reads U from each block's shared memory where it
+    fits (stage_v): x and the residual history are bit for bit those of the product
+    reading U from L2 (STAGE_BYTES 0), on a dense system; a CSR A (float64) is never
+    staged."""
+    staged = []
+    real = cu_gmres.FusedGMRES.run
+
+    def run(self, cycles, presids=False):
+        staged.append(self.staged)
+        return real(self, cycles, presids)
+
+    monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
+    a = _nonsym(300, dtype=dtype)
+    A, b = _on_device(a), xp.asarray(_rhs(300, dtype=dtype), device=DEV)
+    got = []
+    for limit in (cu_gmres.STAGE_BYTES, 0):
+        monkeypatch.setattr(cu_gmres, "STAGE_BYTES", limit)
+        cu_gmres._plans.clear()
+        x, info, report = gm._gmres(A, b, rtol=0.0, atol=0.0, restart=12, maxiter=3,
+                                    report=True)
+        got.append((_np(x), info, report.residual_norms))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    assert got[0][1:] == got[1][1:]
+    assert staged == [True, False]
+    if dtype == np.float64:
+        staged.clear()
+        monkeypatch.setattr(cu_gmres, "STAGE_BYTES", 1 << 30)
+        cu_gmres._plans.clear()
+        tla.gmres(_on_device(sp.csr_array(a)), b, rtol=0.0, atol=0.0, restart=12, maxiter=1)
+        assert staged == [False]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_the_plain_solve_takes_b_norm_on_the_device(dtype, monkeypatch):
+    """``gmres(A, b)`` without x0, M or callback is ``gmres_fused.plain``'s solve, whose
+    first launch takes ||b||, the threshold and the first inner tolerance: at fixed
+    cycles its x and report are bit for bit the general fused path's (x0 = zeros given,
+    ||b|| read by the host before the launch); converged, the same info and iterations
+    within one; dense and CSR; a kept workspace leaves the bits; b = 0 gives zeros."""
+    made = []
+    real = cu_gmres.gmres_plain
+
+    def plain(*a, **k):
+        made.append(real(*a, **k))
+        return made[-1]
+
+    monkeypatch.setattr(cu_gmres.gmres_fused, "plain", plain)
+    tol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-9
+    a = convection_diffusion(9).astype(dtype)
+    for A in (_on_device(a), _on_device(sp.csr_array(a))):
+        b = xp.asarray(_rhs(a.shape[0], dtype=dtype), device=DEV)
+        zero = xp.zeros_like(b)
+        for kw in ({"rtol": 0.0, "atol": 0.0, "restart": 7, "maxiter": 3},
+                   {"rtol": tol, "restart": 10}):
+            made.clear()
+            runs = [tla.gmres(A, b, report=True, **kw) for _ in range(2)]
+            assert len(made) == 2 and None not in made
+            general = tla.gmres(A, b, x0=zero, report=True, **kw)
+            assert len(made) == 2  # (x0 given: not the plain solve)
+            assert _np(runs[0][0]).tobytes() == _np(runs[1][0]).tobytes()
+            if kw["rtol"] == 0:
+                assert _np(runs[0][0]).tobytes() == _np(general[0]).tobytes()
+                assert runs[0][1:] == general[1:] and runs[0][1] == 3
+            else:
+                assert runs[0][1] == general[1] == 0
+                assert abs(runs[0][2].iterations - general[2].iterations) <= 1
+                np.testing.assert_allclose(_np(runs[0][0]), _np(general[0]), rtol=10 * tol,
+                                           atol=10 * tol * np.abs(_np(general[0])).max())
+        made.clear()
+        x, info, rep = tla.gmres(A, zero, report=True)
+        assert len(made) == 1 and info == 0 and rep.iterations == 0
+        assert rep.residual_norms == (0.0,) and not _np(x).any()
 
 
 def _scipy_count(a, b, **kw):
@@ -223,7 +311,8 @@ def test_nonfinite_and_breakdown(launches):
     x, info, rep = tla.gmres(eye, bb, report=True)
     assert info == 0 and rep.iterations == 1
     np.testing.assert_allclose(_np(x), _rhs(30), rtol=1e-14)
-    # a non-finite b is refused before any launch, as on every device
+    # a non-finite b is refused, as on every device (the plain solve's first launch
+    # stops on ||b||, and the general path words the error)
     with pytest.raises(ValueError, match="gmres"):
         tla.gmres(eye, xp.asarray(np.full(30, np.inf), device=DEV))
     # never a hang: a solve that cannot converge ends at maxiter

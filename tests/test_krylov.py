@@ -333,6 +333,38 @@ def test_cuda_gmres_launch_shape():
         assert all(f", {warp}, " in name for name in names)
 
 
+def test_cuda_gmres_stages_u_only_for_a_dense_two_barrier_column_that_fits():
+    """gmres.cu's stage_v (U in each block's shared memory for the column's product):
+    asked for a dense A in the two-barrier column with n elements within STAGE_BYTES;
+    never for CSR, the three-barrier column or a larger n (decided before any driver
+    call: these cases need no GPU)."""
+    from tessera_array.backends._cupy import gmres as cu
+    from tessera_array.backends._cupy.cg import OP_CSR, OP_DENSE, _Stored
+
+    dense, csr = _Stored(OP_DENSE, 32), _Stored(OP_CSR, 4)
+    fits = cu.STAGE_BYTES // 8
+    for a, n, pipelined in ((csr, 2049, True), (dense, 2049, False), (dense, fits + 1, True)):
+        assert cu.stage_bytes(None, "k", None, a, n, 8, pipelined, 512, 129, 132) == 0
+    assert cu.STAGE_BYTES >= 2049 * 16  # (the benchmarks' dense system, complex128 too)
+
+
+def test_cuda_gmres_one_reduction_only_where_the_rows_fit_the_cache():
+    """gmres.cu's one-reduction column (pipe 2): in the two-barrier column where every
+    block has at most a row a warp and the restart is within ONE_REDUCTION_RMAX, for
+    every dtype but complex128; else the two-barrier column (1), or the three (0)."""
+    from tessera_array.backends._cupy import gmres as cu
+
+    form = cu.column_form
+    for dt in (np.float32, np.float64, np.complex64):
+        assert form(2049, 30, dt, True, 512, 129, 32) == 2  # 16 rows a block
+        assert form(2049, 30, dt, True, 512, 128, 32) == 1  # 17
+        assert form(2049, cu.ONE_REDUCTION_RMAX + 1, dt, True, 512, 129, 32) == 1
+        assert form(2049, 30, dt, False, 256, 129, 32) == 0
+    assert form(2049, 30, np.complex128, True, 512, 129, 32) == 1
+    assert form(60, 30, np.float32, True, 512, 8, 64) == 2  # (a 64-wide wave: 8 rows)
+    assert form(60, 30, np.float32, True, 512, 4, 64) == 1  # (15 rows, 8 waves)
+
+
 def test_solver_takes_its_backends_row(device, monkeypatch):
     """The solvers read the row of their device's backend."""
     monkeypatch.setattr(_routing, "_backend_rows", {})

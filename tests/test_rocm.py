@@ -686,6 +686,8 @@ EXCEPTIONS = [
      "a tile of 32 keys (the forward's BN), not a warp width"),
     ("kernels/cuda/gmres.cu", "constexpr int CACHE_RMAX = 32", 1,
      "the longest restart whose rows the row cache keeps (a shared-memory size)"),
+    ("backends/_cupy/gmres.py", "ONE_REDUCTION_RMAX = 32", 1,
+     "gmres.cu's CACHE_RMAX: the longest restart of the one-reduction column"),
     ("kernels/cuda/attention.cu", "constexpr int DC = 32", 1,
      "columns per staged dot-product chunk (a shared-memory tile width)"),
     ("backends/_cupy/optim.py", "F_NESTEROV, F_DECOUPLED, F_AMSGRAD, F_LERP_HIGH = 16, 32, 64, 128",

@@ -10,8 +10,10 @@ it declines (None) a callable operator and a restart longer than :data:`RESTART_
 (at most :attr:`FusedGMRES.cycles_max`) with the Arnoldi process (CGS2), the Givens
 rotations, the triangular solve, the update of x and every stopping test on the device,
 three grid barriers an inner iteration (four with ``M``), or two (three with ``M``) where
-the basis is at most :data:`PIPELINE_BYTES`; then one read of the state words and
-histories through pinned memory (``# sync``).
+the basis is at most :data:`PIPELINE_BYTES` (with one reduction instead of two where the
+rows also fit the row cache: :func:`column_form`); then one read of the state words and
+histories through pinned memory (``# sync``). :func:`gmres_plain` (``gmres_fused.plain``)
+is ``gmres(A, b)`` from zero without M, its ||b|| and threshold taken by the first launch.
 
 Geometry (:func:`geometry`): each block owns a contiguous run of rows (their products,
 updates and partial dot products), as many blocks as the rows fill and at most
@@ -26,16 +28,18 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+from tessera_array.backends._common import memo
 
 from tessera_array import _dtypes
 
 from . import _kernels
-from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pair
+from ._persistent import Launch, check_vectors, kernel_name, lanes_of, pinned_words, stored_pair
 from ._persistent import geometry as _geometry
-from .cg import _INDEX, OP_NONE, _ptr, _resident_blocks
+from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
 
-__all__ = ["BLOCK", "BLOCKS_PER_SM", "RESTART_MAX", "STREAM_BLOCK", "STREAM_BLOCKS_PER_SM",
-           "FusedGMRES", "geometry", "gmres_fused", "instances", "launch_shape", "register"]
+__all__ = ["BLOCK", "BLOCKS_PER_SM", "ONE_REDUCTION_RMAX", "RESTART_MAX", "STREAM_BLOCK",
+           "STREAM_BLOCKS_PER_SM", "FusedGMRES", "column_form", "geometry", "gmres_fused",
+           "gmres_plain", "instances", "launch_shape", "register"]
 
 FILE = "gmres.cu"
 # Blocks. Where the basis is at most PIPELINE_BYTES (a latency-bound system, the two-
@@ -70,12 +74,27 @@ SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 
 # (126 MB), the extra sweep would cost more than a barrier saves; 8 MiB between the two
 # is a guess, not a measured crossing.
 PIPELINE_BYTES = 8 << 20
+# The two-barrier column's product reads U from each block's shared memory (gmres.cu's
+# stage_v) where a dense A's vector of n elements is at most STAGE_BYTES and the grid
+# stays resident with it. H100, dense 2049 (TESSERA_GMRES_PRODUCT_PROBE, us an inner
+# iteration, float32 / float64): the product 3.68 / 6.00 just past the barrier, 2.55 /
+# 4.46 made again; every warp's copy of U from L2 is the difference. (Not yet measured
+# with the copy.)
+STAGE_BYTES = 64 << 10
+_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
+# (device id, n, dtype, restart, index types, A's and M's kinds, lanes, warp) -> _Plan
+_plans = memo("cuda.gmres.plans", limit=256)
+# One reduction a column (gmres.cu's "One reduction", pipe 2) where the two-barrier column
+# keeps its rows in shared memory (a warp a row, restart <= ONE_REDUCTION_RMAX, gmres.cu's
+# CACHE_RMAX) and T is not complex128. (Not yet measured on a GPU.)
+ONE_REDUCTION_RMAX = 32
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
 E_INIT, E_CYCLE = 0, 1
 (W_STATUS, W_ITER, W_INNER, W_RNORM, W_PTOL, W_PMAX, W_PRESID, W_XPOINTS, W_NHIST, W_NPR,
- WORDS) = range(11)
+ W_ATOL, WORDS) = range(12)
 _FLOATING = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
 
 
@@ -109,6 +128,27 @@ def launch_shape(n: int, restart: int, itemsize: int) -> tuple:
     return False, STREAM_BLOCK, STREAM_BLOCKS_PER_SM
 
 
+def stage_bytes(kernel, name: str, device, a, n: int, itemsize: int, pipelined: bool,
+                block: int, blocks: int, sms: int) -> int:
+    """Dynamic shared memory a block for U (gmres.cu's stage_v; 0: not staged): n
+    elements, in the two-barrier column of a dense A, where that is at most STAGE_BYTES,
+    the kernel may take it (the device's limit, its static shared memory beside it) and
+    ``blocks`` blocks stay resident on ``sms`` multiprocessors."""
+    need = n * itemsize
+    if not pipelined or a.kind != OP_DENSE or need > STAGE_BYTES:
+        return 0
+    driver = _cupy().cuda.driver
+    key = (device.id, name)
+    if need > _opted.get(key, 0):
+        try:  # (refused where need and the static shared memory pass the device's limit)
+            driver.funcSetAttribute(kernel.ptr, _MAX_DYNAMIC_SHARED, need)
+        except driver.CUDADriverError:
+            return 0
+        _opted[key] = need
+    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, block, need)
+    return need if resident * sms >= blocks else 0
+
+
 def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
     check_vectors("gmres_fused", (("x", x), ("b", b)), _FLOATING)
     for name, v in (("restart", restart), ("maxiter", maxiter)):
@@ -123,10 +163,74 @@ def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
             raise ValueError(f"gmres_fused: {name} must be >= 0. Received: {name}={v!r}")
 
 
-class FusedGMRES:
-    """The device state of one GMRES solve: see the module docstring."""
+def column_form(n: int, restart: int, dtype, pipelined: bool, block: int, blocks: int,
+                warp: int) -> int:
+    """gmres.cu's ``pipe``: 2 (one reduction a column) where the two-barrier column keeps
+    its rows in shared memory (at most a row a warp, restart <= ONE_REDUCTION_RMAX) and
+    the dtype is not complex128; else 1 (two barriers) or 0 (three)."""
+    if not pipelined:
+        return 0
+    rows = -(-n // blocks)
+    one = (restart <= ONE_REDUCTION_RMAX and rows <= block // warp
+           and np.dtype(dtype) != np.complex128)
+    return 2 if one else 1
 
-    def __init__(self, x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero):
+
+class _Plan:
+    """What the solves of one (device, n, dtype, restart, operator layout) share: the
+    kernel, its launch shape, and workspaces no running solve holds (:class:`_Work`, at
+    most two kept)."""
+
+    __slots__ = ("block", "blocks", "free", "kernel", "pipe", "pipelined", "shared")
+
+    def __init__(self, kernel, pipelined, pipe, block, blocks, shared):
+        self.kernel, self.pipelined, self.pipe, self.block = kernel, pipelined, pipe, block
+        self.blocks, self.shared, self.free = blocks, shared, []
+
+
+class _Work:
+    """One solve's device workspace (gmres.cu's part, r, z, V, y, U and Z in one T
+    buffer; small; the state words st; the barrier's counter) and a pinned host copy of
+    the words. A solve takes it from its plan and gives it back once finished, after its
+    last read, so no two solves use it at once. Every buffer is written before it is read
+    in a solve, but the counter: zeroed once, a launch leaves it at a multiple of the
+    grid's blocks, where the barrier may start (persistent.cuh, grid_sync)."""
+
+    __slots__ = ("bar", "host", "parts", "small", "st", "words", "work")
+
+    def __init__(self, n, dt, restart, nz, pipelined, blocks, words):
+        nu = (restart + 1) * n if pipelined else 0  # U, then Z (restart vectors)
+        self.parts = 2 * SLOTS * blocks
+        # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
+        # RowGrid loads them), then r, z (M's products), the basis V, y, U and Z.
+        self.work = _kernels.empty((self.parts + n + nz + (restart + 1) * n + restart + nu,),
+                                   dt)
+        c = 2 if dt.kind == "c" else 1
+        self.small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
+        self.words = words
+        self.st = _kernels.empty((words,), np.float64)
+        self.bar = _cupy().zeros((1,), dtype=np.uint64)
+        self.host = pinned_words(words)
+
+    def pointers(self, n, nz, restart, pipelined) -> list:
+        """The kernel's r, V, z, y and part, then U and Z (None where unused)."""
+        w, p = self.work, self.parts
+        o = p + n + nz + (restart + 1) * n
+        u = w[o + restart:o + restart + n] if pipelined else None
+        zs = w[o + restart + n:o + restart + (restart + 1) * n] if pipelined else None
+        return [w[p:p + n], w[p + n + nz:o], w[p + n:p + 2 * n] if nz else None,
+                w[o:o + restart], w[:p], u, zs]
+
+
+class FusedGMRES:
+    """The device state of one GMRES solve: see the module docstring. ``rtol >= 0``
+    (:func:`gmres_plain`: x zero, no M) has the first launch take ||b|| and set the
+    threshold ``max(atol, rtol ||b||)`` and the first inner tolerance itself (``ptol``
+    unused); the kernel, its shape and finished solves' workspaces are kept per
+    (device, n, dtype, restart, operator layout) (``_plans``)."""
+
+    def __init__(self, x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero,
+                 rtol=-1.0):
         self.device = dev = b.device
         self.dtype = dt = b.dtype
         self.n = n = b.shape[0]
@@ -135,47 +239,53 @@ class FusedGMRES:
         self.x, self.b = x, b
         self._finished = False
         self._entry = E_INIT
+        self._w = None
         with dev:
             warp = _kernels.warp_size(dev)
             a, m, index = stored_pair(A, M, n, dt, warp)
             self.declined = a is None
             if self.declined:
                 return
-            self.pipelined, block, per_sm = launch_shape(n, restart, dt.itemsize)
-            name = _name(dt, index[0], index[1], warp, block)
-            kernel = _kernels.function(FILE, name, dev)
-            sms = _kernels.multiprocessors(dev)
-            blocks = geometry(n, lanes_of(a, m), warp, sms,
-                              _resident_blocks(kernel, name, dev, block), per_sm, block)
+            lanes = lanes_of(a, m)
+            key = (dev.id, n, dt, restart, index, a.kind, m.kind, lanes, warp)
+            plan = _plans.get(key)
+            if plan is None:
+                pipelined, block, per_sm = launch_shape(n, restart, dt.itemsize)
+                name = _name(dt, index[0], index[1], warp, block)
+                kernel = _kernels.function(FILE, name, dev)
+                sms = _kernels.multiprocessors(dev)
+                blocks = geometry(n, lanes, warp, sms,
+                                  _resident_blocks(kernel, name, dev, block), per_sm, block)
+                shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, pipelined, block,
+                                     blocks, sms)
+                pipe = column_form(n, restart, dt, pipelined, block, blocks, warp)
+                plan = _plans.put(key, _Plan(kernel, pipelined, pipe, block, blocks, shared))
+            self.pipelined, self.blocks = plan.pipelined, plan.blocks
+            self.form = ("three barriers", "two barriers", "one reduction")[plan.pipe]
+            self.staged = plan.shared > 0
             nz = n if m.kind != OP_NONE else 0
-            nu = (restart + 1) * n if self.pipelined else 0  # U, then Z (restart vectors)
-            parts = 2 * SLOTS * blocks
-            # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
-            # RowGrid loads them), then r, z (M's products), the basis V, y, U and Z.
-            work = _kernels.empty((parts + n + nz + (restart + 1) * n + restart + nu,), dt)
-            o = parts + n + nz + (restart + 1) * n
-            r = work[parts:parts + n]
-            z = work[parts + n:parts + 2 * n] if nz else None
-            V, y = work[parts + n + nz:o], work[o:o + restart]
-            u = work[o + restart:o + restart + n] if nu else None
-            zs = work[o + restart + n:o + restart + nu] if nu else None
-            c = 2 if dt.kind == "c" else 1
-            small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
             words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
-            st = _kernels.empty((words,), np.float64)
-            self.bar = _cupy().zeros((1,), dtype=np.uint64)
+            self._w = w = plan.free.pop() if plan.free else _Work(
+                n, dt, restart, nz, plan.pipelined, plan.blocks, words)
+            r, V, z, y, part, u, zs = w.pointers(n, nz, restart, plan.pipelined)
             c_ = ctypes
             args = [c_.c_longlong(n), c_.c_int(E_INIT), c_.c_int(restart),
                     c_.c_longlong(int(maxiter)), c_.c_longlong(int(inner_limit)), c_.c_int(1),
                     c_.c_int(int(bool(nonzero))), c_.c_double(float(atol)),
                     c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
                     *m.ctypes_args(),
-                    *[_ptr(v) for v in (b, x, r, V, z, y, work[:parts], small, st,
-                                        self.bar)],
-                    c_.c_int(int(self.pipelined)), _ptr(u), _ptr(zs)]
-            self._launch = Launch(kernel, blocks, args, st, words, block)
-            self.blocks = blocks
-            self._keep = (work, small, a, m)  # (what the kernel reads lives with the solve)
+                    *[_ptr(v) for v in (b, x, r, V, z, y, part, w.small, w.st, w.bar)],
+                    c_.c_int(plan.pipe), _ptr(u), _ptr(zs),
+                    c_.c_int(int(self.staged)), c_.c_double(float(rtol))]
+            self._launch = Launch(plan.kernel, plan.blocks, args, w.st, words, plan.block,
+                                  plan.shared, w.host)
+            self._plan = plan
+            self._keep = (a, m)  # (what the kernel reads lives with the solve)
+
+    def _release(self):
+        w, self._w = self._w, None
+        if w is not None and len(self._plan.free) < 2:
+            self._plan.free.append(w)
 
     def run(self, cycles: int, presids: bool = False):
         """Up to ``cycles`` restart cycles in one launch, then one read: a
@@ -202,6 +312,8 @@ class FusedGMRES:
         nhist, npr = int(st[W_NHIST]), int(st[W_NPR])
         inner = int(st[W_INNER])
         self._finished = status is not GMRESStatus.RUNNING
+        if self._finished:
+            self._release()
         return GMRESReport(status, inner, int(st[W_ITER]),
                            tuple(float(v) for v in st[WORDS:WORDS + nhist]),
                            tuple(float(v) for v in st[hist0:hist0 + npr]) if presids else (),
@@ -217,6 +329,30 @@ def gmres_fused(x, b, A, M, *, restart, maxiter, inner_limit, atol, ptol, eps, n
         return None
     solve = FusedGMRES(x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero)
     return None if solve.declined else solve
+
+
+def gmres_plain(b, A, *, restart: int, maxiter: int, rtol: float, atol: float,
+                eps: float) -> FusedGMRES | None:
+    """``gmres(A, b)`` from x = 0 without M or callback, in a :class:`FusedGMRES` whose
+    first launch takes ||b||, the threshold and the first inner tolerance itself (no read
+    before it): ``b`` a 1-D contiguous ``cupy.ndarray`` of a floating dtype, ``A`` a
+    :class:`~tessera_array.sparse.linalg._fused.FusedOperand` of a stored matrix of b's
+    dtype; ``restart`` and ``maxiter`` ints >= 1, ``rtol`` and ``atol`` >= 0, checked by
+    the caller. The solve's x (``solve.x``) starts as zeros; its first report's first
+    residual norm is ||b||. None (the caller's other paths) for anything else."""
+    cupy = _cupy()
+    if (not isinstance(b, cupy.ndarray) or b.ndim != 1 or b.dtype not in _FLOATING
+            or b.shape[0] == 0 or not b.flags.c_contiguous or A.kind not in ("dense", "csr")
+            or int(restart) > RESTART_MAX or not float(rtol) >= 0):
+        return None
+    with b.device:
+        x = cupy.zeros(b.shape, dtype=b.dtype)
+    solve = FusedGMRES(x, b, A, None, restart, maxiter, -1, atol, 0.0, eps, False,
+                       rtol=float(rtol))
+    return None if solve.declined else solve
+
+
+gmres_fused.plain = gmres_plain  # (what _gmres._gmres_plain looks for: no read before)
 
 
 def instances(warp: int) -> list:

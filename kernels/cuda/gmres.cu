@@ -7,7 +7,10 @@
 //            a stored A and optional stored M (dense or CSR), real or complex T: the
 //            iteration of tessera_array/sparse/linalg/_gmres.py (_gmres_loop), cycle
 //            for cycle. Entry E_INIT (the solve's first launch): r = b - A x (b when x
-//            is zero), ||r||, the first test (< atol: converged; not finite: -20). Then
+//            is zero), ||r||, the first test (< atol: converged; not finite: -20); with
+//            rtol >= 0 (x zero and no M, ||b|| unread by the host) atol = max(atol,
+//            rtol ||b||) and the first inner tolerance come from that ||r|| = ||b||, and
+//            ||b|| = 0 stops it, converged (atol is then a state word). Then
 //            each restart cycle: v0 = M r, V[0] = v0 / ||v0||; for each column j:
 //            w = M A V[j]; h0 = ||w|| (not finite: -20); w orthogonalized against
 //            V[0..j] by classical Gram-Schmidt twice (CGS2: h = V^H w, w -= V h, twice,
@@ -42,6 +45,19 @@
 //            next column's first barrier (off the path every block waits on), so its
 //            presid <= ptol is tested past the next column's second barrier; the
 //            cycle's last column rotates at once.
+// One reduction (pipe 2: two barriers, the row cache, restart <= CACHE_RMAX, T not
+//            cdouble): CGS2 with the second projection delayed by a column (DCGS2,
+//            Swirydowicz et al. 2020). The candidate u (projected once, not normalized)
+//            is multiplied as it is, P = M A u; one reduction takes g = V^H u, a = u^H u,
+//            p = V^H P, q = u^H P and c = Z^H u. Then the last column completes (H's
+//            column t + g, beta = sqrt(a - ||g||^2) below it, h0 = sqrt(||t||^2 + a)),
+//            V[s] = (u - V g) / beta, Z[s] = (P - Z g) / beta, and the new column's
+//            first projection needs no reduction: t = (p - H g) / beta, t_s = (q - c^H g
+//            - g^H p + g^H H g) / beta^2, with H = V^H M A V, the unrotated Hessenberg
+//            so far, kept in every block. The next candidate is Z[s] - V t. A column's
+//            presid <= ptol is tested two reductions after its own (the column begun
+//            is dropped); the cycle's first column takes one reduction more. NumPy's
+//            model of it (benchmarks/model_gmres_columns.py): SciPy's iteration counts.
 // Layout     b, x, r, z (M's products): contiguous vectors of n elements. V: the basis,
 //            restart + 1 rows of n contiguous elements (row j at V + j * n). A dense
 //            operand: row i at val + i * ld, its n columns contiguous; a CSR one: data
@@ -49,7 +65,9 @@
 //            triangular solve's solution, rounded to T). part (T): 2 * SLOTS *
 //            gridDim.x partial sums (two regions, used in turn; RowGrid's block-major
 //            layout, 16-byte aligned: the workspace's start). U (n) and Z (restart
-//            rows of n): the two-barrier form's (pipe; else unused, may be null).
+//            rows of n): the two-barrier form's (pipe; else unused, may be null);
+//            with stage_v, each block copies U to its dynamic shared memory (n
+//            elements, the launch's) for the column's product.
 //            small (double): the rotated Hessenberg columns (restart x (restart + 1)
 //            of S: double, or two doubles for complex T), then two control words (g,
 //            the rotations and the column being rotated live in block 0's shared
@@ -81,7 +99,10 @@
 //            for Solving Nonsymmetric Linear Systems", SIAM J. Sci. Stat. Comput. 7(3),
 //            1986; L. Giraud, J. Langou and M. Rozloznik, "The loss of orthogonality in
 //            the Gram-Schmidt orthogonalization process", Comput. Math. Appl. 50, 2005;
-//            SciPy's scipy/sparse/linalg/_isolve/iterative.py (the inner tolerance rule).
+//            SciPy's scipy/sparse/linalg/_isolve/iterative.py (the inner tolerance rule);
+//            K. Swirydowicz, J. Langou, S. Ananthan, U. Yang and S. Thomas, "Low
+//            synchronization Gram-Schmidt and generalized minimal residual algorithms",
+//            Numer. Linear Algebra Appl. 28(2), 2021 (DCGS2).
 
 #include "tessera/types.cuh"
 #include "tessera/warp.cuh"
@@ -93,7 +114,7 @@ namespace gmk {
 // Entry points, state words and status values: the launcher's (backends/_cupy/gmres.py).
 constexpr int E_INIT = 0, E_CYCLE = 1;
 constexpr int W_STATUS = 0, W_ITER = 1, W_INNER = 2, W_RNORM = 3, W_PTOL = 4, W_PMAX = 5,
-              W_PRESID = 6, W_XPOINTS = 7, W_NHIST = 8, W_NPR = 9, WORDS = 10;
+              W_PRESID = 6, W_XPOINTS = 7, W_NHIST = 8, W_NPR = 9, W_ATOL = 10, WORDS = 11;
 constexpr int S_RUNNING = 1, S_MAXITER = 2, S_CONVERGED = 0, S_NONFINITE = -20;
 constexpr int RMAX = 128;  // the longest restart
 constexpr int SLOTS = RMAX + 4;  // a block's partial sums (RMAX + 2; a multiple of 4: RowGrid)
@@ -245,14 +266,14 @@ template <typename T, typename I, typename P, int WARP, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
 tessera_gmres_run(const long long n, const int entry, const int restart,
                   const long long maxiter, const long long inner_limit, const int cycles,
-                  const int nonzero, const double atol, const double eps, const double ptol0,
+                  const int nonzero, const double atol0, const double eps, const double ptol0,
                   const int a_kind, const int a_lanes, const T *__restrict__ a_val,
                   const I *__restrict__ a_idx, const P *__restrict__ a_ptr, const long long a_ld,
                   const int m_kind, const int m_lanes, const T *__restrict__ m_val,
                   const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
                   const T *__restrict__ b, T *x, T *r, T *V, T *z, T *y, T *part,
                   double *small, double *st, unsigned long long *bar, const int pipe, T *U,
-                  T *Z)
+                  T *Z, const int stage_v, const double rtol)
 {
     using namespace tessera;
     using namespace tessera::gmk;
@@ -280,8 +301,9 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
 
     int status = S_RUNNING;
     long long iter = 0, inner = 0, xpoints = 0;
-    double rnorm = 1.0 / 0.0, ptol = ptol0, pmax = 1.0, presid = 0.0;
+    double rnorm = 1.0 / 0.0, atol = atol0, ptol = ptol0, pmax = 1.0, presid = 0.0;
     if (entry != E_INIT) {
+        atol = st[W_ATOL];
         iter = (long long)st[W_ITER];
         inner = (long long)st[W_INNER];
         rnorm = st[W_RNORM];
@@ -349,6 +371,15 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
 #else
     const bool cached = pipe && warp_rows && restart <= CACHE_RMAX;
 #endif
+    // One reduction a column (pipe 2, with the row cache): H, the unrotated Hessenberg
+    // so far, in every block's shared memory (S: double or two doubles; not for cdouble
+    // systems, whose H would pass the 48 KB of static shared memory), and the column's
+    // first projection t in S.
+    constexpr bool ONE_FITS = sizeof(T) <= 8;
+    __shared__ S Hs[ONE_FITS ? (CACHE_RMAX + 1) * CACHE_RMAX : 1], tS[CACHE_RMAX + 1];
+    __shared__ double tsq_sh;
+    const bool one_red = ONE_FITS && pipe == 2 && cached;
+    static_assert(CACHE_RMAX <= WARP, "one reduction: a lane a basis vector of H g");
     const long long wrow = row0 + threadIdx.x / WARP;  // this warp's row (a warp a row)
     // dst = (src - B[0..count) h) sc on this block's rows (sc = 1 leaves the bits).
     const auto subtract_rows = [&](const T *src, const T *h, const T *B, int count, T *dst,
@@ -383,6 +414,18 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             return [a, c, row0](long long i) { return conj_mul(a[i - row0], c[i - row0]); };
         });
     };
+    // stage_v: the two-barrier column's product reads U from this block's dynamic shared
+    // memory (n elements), copied there once a column, instead of every warp loading all
+    // of U from L2 just past the barrier (the same values: the same bits).
+    extern __shared__ __align__(16) unsigned char dyn_[];
+    T *vsh = reinterpret_cast<T *>(dyn_);
+    const auto staged = [&](const T *v) -> const T * {
+        if (!stage_v) return v;
+#pragma unroll 4
+        for (long long i = threadIdx.x; i < n; i += BLOCK) vsh[i] = v[i];
+        __syncthreads();
+        return vsh;
+    };
     // out = M A v on this block's rows (A v alone without M; a barrier between the two).
     const auto product_ma = [&](const T *v, T *out) {
         if (m_kind != OP_NONE) {
@@ -404,6 +447,11 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         rnorm = g.norm(r);
         if (lead) hist[nhist] = rnorm;
         ++nhist;
+        if (rtol >= 0) {  // the start of a solve from zero without M: ||b|| = ||r|| = ||M b||
+            atol = fmax(atol0, rtol * rnorm);
+            ptol = rnorm * fmin(1.0, atol / rnorm);
+            if (rnorm == 0) status = S_CONVERGED;  // (x = 0 is the solution)
+        }
         if (rnorm < atol)
             status = S_CONVERGED;
         else if (!isfinite(rnorm))
@@ -435,7 +483,159 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         bool breakdown = false;
         R sc = R(1);  // V[col]'s scale: its rows hold w, V[col] = sc w (scaled past barrier 1)
         STAGE(11);
-        if (pipe) {  // two barriers a column (the header's "Two barriers")
+        if (one_red) {  // one reduction a column (the header's "One reduction")
+            // Column 0's first projection: Z[0] = M A V[0], t = V[0]^H Z[0] (a reduction
+            // with ||Z[0]||^2), and the candidate u = Z[0] - V[0] t.
+            product_ma(V, Z);
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) cZ[i - row0] = Z[i];
+            __syncthreads();
+            cached_dots(2, cZ);
+            g.sync();
+            g.gather(2);
+            if (threadIdx.x == 0) {
+                tS[0] = to_small(sums[0]);
+                tsq_sh = abs2(tS[0]);
+                proj[0] = sums[0];
+            }
+            __syncthreads();
+            double tsq = tsq_sh;  // ||t||^2: ||M A v||^2 = ||t||^2 + ||u||^2 below
+            if (wrow < row1)
+                combine_row<WARP>(wrow, at(cZ), proj, cached_basis(cV), 1,
+                                  [&](long long i, T v) {
+                                      U[i] = v;
+                                      cU[i - row0] = v;
+                                  }, R(1));
+            g.sync();  // u whole for its product
+            for (int s = 1;; ++s) {
+                // Column s - 1 completes in this pass; whether it is the cycle's last by
+                // count is known now, and then u takes no product.
+                const bool more = s < restart && inner + 1 != inner_limit;
+                T *Pv = Z + (long long)s * n, *cP = cZ + s * CW;
+                if (more) {
+                    product_ma(staged(U), Pv);  // P = M A u (u not normalized)
+                    for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK)
+                        cP[i - row0] = Pv[i];
+                    __syncthreads();
+                }
+                STAGE(0);
+                // One reduction: g = V^H u, a = u^H u, p = V^H P, q = u^H P, c = Z^H u.
+                const int count = more ? 3 * s + 2 : s + 1;
+                g.sweep(count, [&](int k) {
+                    const T *l = k < s ? cV + k * CW : k == s ? cU : k <= 2 * s
+                        ? cV + (k - s - 1) * CW : k == 2 * s + 1 ? cU : cZ + (k - 2 * s - 2) * CW;
+                    const T *rr = k <= s || k > 2 * s + 1 ? cU : cP;
+                    return [l, rr, row0](long long i) { return conj_mul(l[i - row0], rr[i - row0]); };
+                });
+                STAGE(1);
+                g.sync();  // the reduction's barrier
+                STAGE(2);
+                // (column s - 2's presid, made by block 0's second warp at the last barrier)
+                const double last = *reinterpret_cast<volatile double *>(ctl);
+                g.gather(count);
+                STAGE(3);
+                if (s >= 2 && last <= ptol) {  // column s - 2 ended the cycle
+                    col = s - 1;
+                    break;
+                }
+                // Column s - 1: its second projection g, and beta = sqrt(a - ||g||^2).
+                const double a = (double)real_part(sums[s]);
+                double gsq = 0.0;
+                for (int k = 0; k < s; ++k) gsq = add(gsq, abs2(to_small(sums[k])));
+                const double beta = sqrt(fmax(a - gsq, 0.0)), h0 = sqrt(tsq + a);
+                if (!isfinite(h0)) {
+                    status = S_NONFINITE;
+                    col = s - 1;
+                    break;
+                }
+                const bool brk = beta <= eps * h0;
+                const R sc = brk ? R(1) : R(1.0 / beta);
+                S *hc = Hs + (s - 1) * (CACHE_RMAX + 1);  // H's column s - 1, unrotated
+                for (int k = threadIdx.x; k <= restart; k += BLOCK)  // (zeros below beta)
+                    hc[k] = k < s ? add(tS[k], to_small(sums[k]))
+                                  : small_real<S>(k == s && !brk ? beta : 0.0);
+                if (wrow < row1) {  // V[s] = (u - V g) sc; Z[s] = (P - Z g) sc
+                    T *vn = V + (long long)s * n, *cn = cV + s * CW;
+                    combine_row<WARP>(wrow, at(cU), sums, cached_basis(cV), s,
+                                      [&](long long i, T v) {
+                                          vn[i] = v;
+                                          cn[i - row0] = v;
+                                      }, sc);
+                    if (more)
+                        combine_row<WARP>(wrow, at(cP), sums, cached_basis(cZ), s,
+                                          [&](long long i, T v) {
+                                              Pv[i] = v;
+                                              cP[i - row0] = v;
+                                          }, sc);
+                }
+                __syncthreads();
+                STAGE(4);
+                ++inner;
+#ifdef TESSERA_GMRES_STAGES
+                ++columns_;
+#endif
+                if (!more || brk) {  // the cycle's last column: its rotation now
+                    col = s;
+                    breakdown = brk;
+                    if (lead) {
+                        for (int k = 0; k < s; ++k) hcol[k] = hc[k];
+                        rotate(s - 1, beta, brk, inner - 1 - inner0);
+                    }
+                    STAGE(9);
+                    break;
+                }
+                // Column s's first projection without a reduction: t = (p - H g) / beta,
+                // t_s = (q - c^H g - g^H p + g^H H g) / beta^2 (H = V^H M A V so far).
+                if (threadIdx.x < WARP) {
+                    const int lane = threadIdx.x;
+                    const double isc = 1.0 / beta;
+                    S dc{}, dp{}, dh{};
+                    double tk2 = 0.0;
+                    if (lane < s) {
+                        S hg{};
+                        for (int m = 0; m < s; ++m)
+                            hg = add(hg, mul(Hs[lane + m * (CACHE_RMAX + 1)], to_small(sums[m])));
+                        const S gk = to_small(sums[lane]), pk = to_small(sums[s + 1 + lane]),
+                                ck = to_small(sums[2 * s + 2 + lane]);
+                        dc = mul(conjugate(ck), gk);
+                        dp = mul(conjugate(gk), pk);
+                        dh = mul(conjugate(gk), hg);
+                        const S tk = times(isc, sub(pk, hg));
+                        tS[lane] = tk;
+                        proj[lane] = from_small<T>(tk);
+                        tk2 = abs2(tk);
+                    }
+                    dc = warp_sum<WARP>(dc);
+                    dp = warp_sum<WARP>(dp);
+                    dh = warp_sum<WARP>(dh);
+                    tk2 = warp_sum<WARP>(tk2);
+                    if (lane == 0) {
+                        const S ts = times(isc * isc,
+                                           add(sub(sub(to_small(sums[2 * s + 1]), dc), dp), dh));
+                        tS[s] = ts;
+                        proj[s] = from_small<T>(ts);
+                        tsq_sh = add(tk2, abs2(ts));
+                    }
+                }
+                __syncthreads();
+                tsq = tsq_sh;
+                STAGE(5);
+                if (wrow < row1)  // the next candidate: u = Z[s] - V[0..s] t
+                    combine_row<WARP>(wrow, at(cP), proj, cached_basis(cV), s + 1,
+                                      [&](long long i, T v) {
+                                          U[i] = v;
+                                          cU[i - row0] = v;
+                                      }, R(1));
+                STAGE(6);
+                // u whole for its product; meanwhile block 0's second warp rotates column
+                // s - 1 (its presid is read past the next barrier)
+                g.sync_with(WARP, [&] {
+                    if (blockIdx.x != 0) return;
+                    for (int k = 0; k < s; ++k) hcol[k] = hc[k];
+                    rotate(s - 1, beta, false, inner - 1 - inner0);
+                });
+                STAGE(7);
+            }
+        } else if (pipe) {  // two barriers a column (the header's "Two barriers")
             product_ma(V, Z);  // Z[0] = M A V[0]
             if (cached) {
                 for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) cZ[i - row0] = Z[i];
@@ -541,10 +741,10 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 // pays ~1.1 / 1.5 us more: U's loads from L2, a copy for each warp.)
                 __syncthreads();
                 STAGE(7);
-                product_ma(U, wn);
+                product_ma(staged(U), wn);
                 STAGE(8);
 #endif
-                product_ma(U, wn);
+                product_ma(staged(U), wn);
                 STAGE(0);
                 if (cached) {
                     T *cn = cZ + col * CW;
@@ -719,5 +919,6 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         st[W_XPOINTS] = double(xpoints);
         st[W_NHIST] = double(nhist);
         st[W_NPR] = double(inner - inner0);
+        st[W_ATOL] = atol;
     }
 }

@@ -17,7 +17,9 @@ restart cycles run there instead (:func:`_gmres_fused`; the contract
 :mod:`._fused_gmres`): after the set-up reads (||b||, ||M b||), one launch and one read
 per run of cycles, the Arnoldi process, rotations, triangular solve and every test on the
 device; callable operators, ``products="blas"`` and restarts past the backend's limit
-keep the loop below.
+keep the loop below. ``gmres(A, b)`` without x0, M or callback, where the launcher has a
+``plain`` form (:func:`_gmres_plain`), skips the set-up reads: its first launch takes
+||b|| and the thresholds.
 
 On native buffers: the restart loop, :func:`_gmres_loop`, is written once against a few
 vector operations (:mod:`tessera_array.sparse.linalg._vectors`); a device that registers
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 import warnings
 
+from .._csr import csr_array
 from . import _isolve as _core
 from ._fused import FusedOperand
 from ._interface import _CSROperator, _DenseOperator, _is_dask, _NamespaceOperator
@@ -89,6 +92,10 @@ def _gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=
     if callback is None:
         callback_type = None
     _core._check_products("gmres", products)
+    if native and x0 is None and M is None and callback is None and products == "device":
+        done = _gmres_plain(A, b, rtol, atol, restart, maxiter, report)
+        if done is not None:
+            return done
     A, M, x, b, xp, nonzero = _core._make_system("gmres", A, M, x0, b)
     n = b.shape[0]
     vec = _native_vectors(xp, A, M, b, products) if native else None
@@ -238,6 +245,71 @@ def _gmres_fused(xp, vec, A, M, b, bv, x, nonzero, restart, maxiter, atol, bnrm2
             break
     info = {GMRESStatus.CONVERGED: 0, GMRESStatus.NONFINITE: -20}.get(out.status, maxiter)
     return x, info, out.iterations, hist
+
+
+def _gmres_plain(A, b, rtol, atol, restart, maxiter, report):
+    """gmres's most common call, ``gmres(A, b)`` (restart, maxiter, rtol, atol and report
+    alone) with a tessera dense matrix or ``csr_array`` of b's device and dtype and a
+    floating 1-D ``b``, on a device whose fused solve also starts the system
+    (``gmres_fused.plain``: CUDA): the kernel's first launch takes ||b|| (= ||M b||, =
+    ||r|| from x = 0), the threshold and the first inner tolerance, so no read precedes
+    it (a vecdot, a root and a read: 85-95 us of an H100 host's solve) and
+    ``_make_system``'s conversions are skipped. None where the call is not that one or
+    anything is amiss (b not finite, bad arguments): the general path then answers it,
+    errors included."""
+    T = _core._xp_tessera()
+    Arr = T.Array
+    if b.__class__ is not Arr:
+        return None
+    dt, dev = b._dtype, b._device
+    if dt.kind not in "fc" or b._data.ndim != 1:
+        return None
+    n = b._data.shape[0]
+    if A.__class__ is Arr:
+        if A._device is not dev or A._dtype is not dt or A._data.shape != (n, n):
+            return None
+        kind, arrays = "dense", (A._data,)
+    elif isinstance(A, csr_array):
+        if A.device is not dev or A.dtype is not dt or tuple(A.shape) != (n, n):
+            return None
+        kind, arrays = "csr", (A.data._data, A.indices._data, A.indptr._data)
+    else:
+        return None
+    restart = 20 if restart is None else restart
+    maxiter = 10 * n if maxiter is None else maxiter
+    for v in (restart, maxiter):
+        if v.__class__ is not int or v < 1:
+            return None
+    from ... import _dispatch
+
+    launcher = _dispatch.find("gmres_fused", dev, dt)
+    plain = getattr(launcher, "plain", None)
+    if plain is None:
+        return None
+    _core._get_atol("gmres", 0.0, atol, rtol)  # (their checks: the threshold is the kernel's)
+    variant = _core.matvec_variant("gmres", kind, dev.backend.name)
+
+    def apply(v):  # (what a launcher that declines the stored matrix would call)
+        op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
+        return _core._operand(T, op, op._mv, b, "A", "gmres").apply(v)
+
+    solve = plain(b._data, FusedOperand(apply, kind, arrays, variant),
+                  restart=min(restart, n), maxiter=maxiter, rtol=float(rtol),
+                  atol=float(atol), eps=float(T.finfo(dt).eps))
+    if solve is None:
+        return None
+    from ._fused_gmres import GMRESStatus
+
+    hist = []
+    while True:
+        out = solve.run(solve.cycles_max)  # sync: one read per run
+        hist.extend(out.residual_norms)
+        if out.status is not GMRESStatus.RUNNING:
+            break
+    if not math.isfinite(hist[0]):
+        return None  # (b not finite: the general path words the error)
+    info = {GMRESStatus.CONVERGED: 0, GMRESStatus.NONFINITE: -20}.get(out.status, maxiter)
+    return _core._finish(report, Arr._new(solve.x, dt, dev), info, out.iterations, hist)
 
 
 def _native_vectors(xp, A, M, b, products):
