@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 import warnings
 
-from .._csr import csr_array
 from . import _isolve as _core
 from ._fused import FusedOperand
 from ._interface import _CSROperator, _DenseOperator, _is_dask, _NamespaceOperator
@@ -257,24 +256,13 @@ def _gmres_plain(A, b, rtol, atol, restart, maxiter, report):
     ``_make_system``'s conversions are skipped. None where the call is not that one or
     anything is amiss (b not finite, bad arguments): the general path then answers it,
     errors included."""
+    kind = _core._plain_kind(A, b)
+    if kind is None:
+        return None
     T = _core._xp_tessera()
     Arr = T.Array
-    if b.__class__ is not Arr:
-        return None
     dt, dev = b._dtype, b._device
-    if dt.kind not in "fc" or b._data.ndim != 1:
-        return None
     n = b._data.shape[0]
-    if A.__class__ is Arr:
-        if A._device is not dev or A._dtype is not dt or A._data.shape != (n, n):
-            return None
-        kind, arrays = "dense", (A._data,)
-    elif isinstance(A, csr_array):
-        if A.device is not dev or A.dtype is not dt or tuple(A.shape) != (n, n):
-            return None
-        kind, arrays = "csr", (A.data._data, A.indices._data, A.indptr._data)
-    else:
-        return None
     restart = 20 if restart is None else restart
     maxiter = 10 * n if maxiter is None else maxiter
     for v in (restart, maxiter):
@@ -288,12 +276,7 @@ def _gmres_plain(A, b, rtol, atol, restart, maxiter, report):
         return None
     _core._get_atol("gmres", 0.0, atol, rtol)  # (their checks: the threshold is the kernel's)
     variant = _core.matvec_variant("gmres", kind, dev.backend.name)
-
-    def apply(v):  # (what a launcher that declines the stored matrix would call)
-        op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
-        return _core._operand(T, op, op._mv, b, "A", "gmres").apply(v)
-
-    solve = plain(b._data, FusedOperand(apply, kind, arrays, variant),
+    solve = plain(b._data, _core._plain_operand(T, A, b, kind, variant, "gmres"),
                   restart=min(restart, n), maxiter=maxiter, rtol=float(rtol),
                   atol=float(atol), eps=float(T.finfo(dt).eps))
     if solve is None:

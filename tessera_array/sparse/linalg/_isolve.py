@@ -644,24 +644,13 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
     general path then answers it, errors included. Where the fused launcher also starts
     the system itself (``launcher.plain``: CUDA), a real solve is its one launch and one
     read (:func:`_cg_one_launch`)."""
+    kind = _plain_kind(A, b)
+    if kind is None:
+        return None
     T = _xp_tessera()
     Arr = T.Array
-    if b.__class__ is not Arr:
-        return None
     dt, dev = b._dtype, b._device
-    if dt.kind not in "fc" or b._data.ndim != 1:
-        return None
     n = b._data.shape[0]
-    if A.__class__ is Arr:
-        if A._device is not dev or A._dtype is not dt or A._data.shape != (n, n):
-            return None
-        kind = "dense"
-    elif isinstance(A, csr_array):
-        if A.device is not dev or A.dtype is not dt or tuple(A.shape) != (n, n):
-            return None
-        kind = "csr"
-    else:
-        return None
     if maxiter is None:
         maxiter = 10 * n
     elif isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 0:
@@ -705,6 +694,39 @@ def _cg_plain(A, b, rtol, atol, maxiter, report):
 _DECLINED = object()
 
 
+def _plain_kind(A, b):
+    """The kind (``"dense"`` or ``"csr"``) of ``A`` in the plain calls of cg and gmres: a
+    tessera dense matrix or ``csr_array`` of b's device, dtype and shape (n, n), with a
+    floating 1-D tessera ``b``; None for anything else."""
+    Arr = _xp_tessera().Array
+    if b.__class__ is not Arr:
+        return None
+    dt, dev = b._dtype, b._device
+    if dt.kind not in "fc" or b._data.ndim != 1:
+        return None
+    n = b._data.shape[0]
+    if A.__class__ is Arr:
+        fits = A._device is dev and A._dtype is dt and A._data.shape == (n, n)
+        return "dense" if fits else None
+    if isinstance(A, csr_array):
+        fits = A.device is dev and A.dtype is dt and tuple(A.shape) == (n, n)
+        return "csr" if fits else None
+    return None
+
+
+def _plain_operand(T, A, b, kind, variant, func):
+    """The stored ``A`` of a plain call (:func:`_plain_kind`) as a :class:`FusedOperand`,
+    whose ``apply`` is what a launcher that declines the stored matrix would call."""
+    dense = kind == "dense"
+    arrays = (A._data,) if dense else (A.data._data, A.indices._data, A.indptr._data)
+
+    def apply(v):
+        op = _DenseOperator(A, variant) if dense else _CSROperator(A, variant)
+        return _operand(T, op, op._mv, b, "A", func).apply(v)
+
+    return FusedOperand(apply, kind, arrays, variant)
+
+
 def _cg_one_launch(T, plain, A, b, kind, rtol, atol, maxiter, report):
     """:func:`_cg_plain` on a device whose fused CG also starts the system itself
     (``launcher.plain``: x = 0, r = b, ||b|| and the threshold in its first launch, so a
@@ -713,14 +735,7 @@ def _cg_one_launch(T, plain, A, b, kind, rtol, atol, maxiter, report):
     words the error); ``_DECLINED`` where ``plain`` declines."""
     dt, dev = b._dtype, b._device
     variant = matvec_variant("cg", kind, dev.backend.name)
-    arrays = (A._data,) if kind == "dense" else (A.data._data, A.indices._data,
-                                                   A.indptr._data)
-
-    def apply(v):  # (what a launcher that declines the stored matrix would call)
-        op = _DenseOperator(A, variant) if kind == "dense" else _CSROperator(A, variant)
-        return _operand(T, op, op._mv, b, "A").apply(v)
-
-    solve = plain(b._data, FusedOperand(apply, kind, arrays, variant), float(rtol),
+    solve = plain(b._data, _plain_operand(T, A, b, kind, variant, "cg"), float(rtol),
                   float(atol), maxiter)
     if solve is None:
         return _DECLINED
