@@ -76,10 +76,10 @@ SLOTS = RESTART_MAX + 4  # gmres.cu's: a block's partial sums (a multiple of 16 
 PIPELINE_BYTES = 8 << 20
 # The two-barrier column's product reads U from each block's shared memory (gmres.cu's
 # stage_v) where a dense A's vector of n elements is at most STAGE_BYTES and the grid
-# stays resident with it. H100, dense 2049 (TESSERA_GMRES_PRODUCT_PROBE, us an inner
-# iteration, float32 / float64): the product 3.68 / 6.00 just past the barrier, 2.55 /
-# 4.46 made again; every warp's copy of U from L2 is the difference. (Not yet measured
-# with the copy.)
+# stays resident with it. H100, dense 2049, the product stage (us an inner iteration,
+# float32 / float64): 3.81 / 6.05 reading U from L2, 3.91 / 5.84 staged (one call). Kept
+# for float64's 0.2; the first product's ~1.1 us over a repeated one (3.68 against 2.55
+# under TESSERA_GMRES_PRODUCT_PROBE) is not U's loads.
 STAGE_BYTES = 64 << 10
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
@@ -87,7 +87,10 @@ _opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes 
 _plans = memo("cuda.gmres.plans", limit=256)
 # One reduction a column (gmres.cu's "One reduction", pipe 2) where the two-barrier column
 # keeps its rows in shared memory (a warp a row, restart <= ONE_REDUCTION_RMAX, gmres.cu's
-# CACHE_RMAX) and T is not complex128. (Not yet measured on a GPU.)
+# CACHE_RMAX) and T is not complex128. H100, dense 2049, whole solves (us an inner
+# iteration, float32 / float64, one call): two reductions 15.64 / 18.51, one reduction
+# 14.69 / 18.94; its product stage 1.1 us slower, the kernel carrying three column forms
+# spilling more (benchmarks/NOTES.md).
 ONE_REDUCTION_RMAX = 32
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
