@@ -36,6 +36,12 @@ back to the host once (``# sync``), and returns a :class:`GMRESReport`; after a 
 whose status is not RUNNING the solve is finished and ``run`` is not called again.
 ``presids=True`` asks for the inner residual estimates of the run (callback types
 ``'legacy'`` and ``'pr_norm'``).
+
+A launcher may also carry ``launcher.plain(b, A, *, restart, maxiter, rtol, atol, eps)``
+for ``gmres(A, b)`` from x = 0 without M or callback (``_gmres._gmres_plain``): the same
+solve, whose first run takes ||b|| and sets ``max(atol, rtol ||b||)`` and the first inner
+tolerance on the device (no read before the launch). Its x is ``solve.x``; its first
+report's first residual norm is ||b|| (not finite: the caller's general path answers).
 """
 
 from __future__ import annotations
