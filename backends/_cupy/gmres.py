@@ -199,7 +199,7 @@ class _Work:
     in a solve, but the counter: zeroed once, a launch leaves it at a multiple of the
     grid's blocks, where the barrier may start (persistent.cuh, grid_sync)."""
 
-    __slots__ = ("bar", "host", "parts", "small", "st", "words", "work")
+    __slots__ = ("bar", "host", "parts", "ptrs", "small", "st", "work")
 
     def __init__(self, n, dt, restart, nz, pipelined, blocks, words):
         nu = (restart + 1) * n if pipelined else 0  # U, then Z (restart vectors)
@@ -210,19 +210,17 @@ class _Work:
                                    dt)
         c = 2 if dt.kind == "c" else 1
         self.small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
-        self.words = words
         self.st = _kernels.empty((words,), np.float64)
         self.bar = _cupy().zeros((1,), dtype=np.uint64)
         self.host = pinned_words(words)
-
-    def pointers(self, n, nz, restart, pipelined) -> list:
-        """The kernel's r, V, z, y and part, then U and Z (None where unused)."""
-        w, p = self.work, self.parts
-        o = p + n + nz + (restart + 1) * n
-        u = w[o + restart:o + restart + n] if pipelined else None
-        zs = w[o + restart + n:o + restart + (restart + 1) * n] if pipelined else None
-        return [w[p:p + n], w[p + n + nz:o], w[p + n:p + 2 * n] if nz else None,
-                w[o:o + restart], w[:p], u, zs]
+        # The kernel's r, V, z, y, part, small, st and bar, then U and Z (0 where unused),
+        # as device addresses: fixed with the workspace, so taken once, not a solve.
+        w, p, o = self.work, self.parts, self.parts + n + nz + (restart + 1) * n
+        views = (w[p:p + n], w[p + n + nz:o], w[p + n:p + 2 * n] if nz else None,
+                 w[o:o + restart], w[:p], self.small, self.st, self.bar,
+                 w[o + restart:o + restart + n] if pipelined else None,
+                 w[o + restart + n:o + restart + nu] if pipelined else None)
+        self.ptrs = tuple(0 if v is None else v.data.ptr for v in views)
 
 
 class FusedGMRES:
@@ -270,15 +268,14 @@ class FusedGMRES:
             words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
             self._w = w = plan.free.pop() if plan.free else _Work(
                 n, dt, restart, nz, plan.pipelined, plan.blocks, words)
-            r, V, z, y, part, u, zs = w.pointers(n, nz, restart, plan.pipelined)
             c_ = ctypes
             args = [c_.c_longlong(n), c_.c_int(E_INIT), c_.c_int(restart),
                     c_.c_longlong(int(maxiter)), c_.c_longlong(int(inner_limit)), c_.c_int(1),
                     c_.c_int(int(bool(nonzero))), c_.c_double(float(atol)),
                     c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
                     *m.ctypes_args(),
-                    *[_ptr(v) for v in (b, x, r, V, z, y, part, w.small, w.st, w.bar)],
-                    c_.c_int(plan.pipe), _ptr(u), _ptr(zs),
+                    _ptr(b), _ptr(x), *[c_.c_void_p(p) for p in w.ptrs[:8]],
+                    c_.c_int(plan.pipe), *[c_.c_void_p(p) for p in w.ptrs[8:]],
                     c_.c_int(int(self.staged)), c_.c_double(float(rtol))]
             self._launch = Launch(plan.kernel, plan.blocks, args, w.st, words, plan.block,
                                   plan.shared, w.host)
