@@ -53,12 +53,12 @@ def poisoned(monkeypatch):
 
 @pytest.fixture
 def launches(monkeypatch):
-    """The fused solves' runs, as (cycles, presids) pairs."""
+    """The fused solves' runs, as (cycles, presids, solve) triples."""
     seen = []
     real = cu_gmres.FusedGMRES.run
 
     def run(self, cycles, presids=False):
-        seen.append((cycles, presids))
+        seen.append((cycles, presids, self))
         return real(self, cycles, presids)
 
     monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
@@ -123,7 +123,7 @@ def test_preconditioned_and_nonzero_start(dtype, launches):
 
 
 @pytest.mark.parametrize("form", ["one reduction", "two barriers", "three barriers"])
-def test_every_column_form_equals_the_generic_loop(form, monkeypatch):
+def test_every_column_form_equals_the_generic_loop(form, monkeypatch, launches):
     """The launcher takes the two-barrier column (and blocks of BLOCK threads) where the
     basis is at most PIPELINE_BYTES, with one reduction a column where its rows also fit
     the row cache (ONE_REDUCTION_RMAX), and the three-barrier one (STREAM_BLOCK) above:
@@ -131,17 +131,6 @@ def test_every_column_form_equals_the_generic_loop(form, monkeypatch):
     presid <= ptol)."""
     monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 0 if form == "three barriers" else 1 << 40)
     monkeypatch.setattr(cu_gmres, "ONE_REDUCTION_RMAX", 32 if form == "one reduction" else 0)
-    forms = []
-    real = cu_gmres.FusedGMRES.run
-
-    def run(self, cycles, presids=False):
-        # (one reduction takes the row cache: at most a row a warp of each block)
-        cache = -(-self.n // self.blocks) <= self._launch.block // 32
-        want = "two barriers" if form == "one reduction" and not cache else form
-        forms.append((self.form, want, self._launch.block))
-        return real(self, cycles, presids)
-
-    monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
     for case in COMPARED:
         A = _on_device(COMPARED[case](np.float64))
         b = xp.asarray(_rhs(A.shape[0]), device=DEV)
@@ -159,25 +148,23 @@ def test_every_column_form_equals_the_generic_loop(form, monkeypatch):
         assert fused[1] == 0 and abs(fused[2].iterations - generic[2].iterations) <= 1
         np.testing.assert_allclose(_np(fused[0]), _np(generic[0]), rtol=1e-6,
                                    atol=1e-6 * np.abs(_np(generic[0])).max())
+    forms = []
+    for _, _, solve in launches:
+        # (one reduction takes the row cache: at most a row a warp of each block)
+        cache = -(-solve.n // solve.blocks) <= solve._launch.block // 32
+        want = "two barriers" if form == "one reduction" and not cache else form
+        forms.append((solve.form, want, solve._launch.block))
     block = cu_gmres.STREAM_BLOCK if form == "three barriers" else cu_gmres.BLOCK
     assert forms and all(got == want and b == block for got, want, b in forms), set(forms)
     assert (form, form, block) in forms  # (the dense systems take it)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch):
+def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch, launches):
     """The two-barrier column's product reads U from each block's shared memory where it
     fits (stage_v): x and the residual history are bit for bit those of the product
     reading U from L2 (STAGE_BYTES 0), on a dense system; a CSR A (float64) is never
     staged."""
-    staged = []
-    real = cu_gmres.FusedGMRES.run
-
-    def run(self, cycles, presids=False):
-        staged.append(self.staged)
-        return real(self, cycles, presids)
-
-    monkeypatch.setattr(cu_gmres.FusedGMRES, "run", run)
     a = _nonsym(300, dtype=dtype)
     A, b = _on_device(a), xp.asarray(_rhs(300, dtype=dtype), device=DEV)
     got = []
@@ -189,13 +176,13 @@ def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch):
         got.append((_np(x), info, report.residual_norms))
     np.testing.assert_array_equal(got[0][0], got[1][0])
     assert got[0][1:] == got[1][1:]
-    assert staged == [True, False]
+    assert [solve.staged for _, _, solve in launches] == [True, False]
     if dtype == np.float64:
-        staged.clear()
+        launches.clear()
         monkeypatch.setattr(cu_gmres, "STAGE_BYTES", 1 << 30)
         cu_gmres._plans.clear()
         tla.gmres(_on_device(sp.csr_array(a)), b, rtol=0.0, atol=0.0, restart=12, maxiter=1)
-        assert staged == [False]
+        assert [solve.staged for _, _, solve in launches] == [False]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
@@ -270,9 +257,9 @@ def test_callbacks_see_the_generic_loops_values(launches):
         got, want = [], []
         launches.clear()
         x1, i1 = tla.gmres(A, b, callback=got.append, callback_type=ctype, **kw)
-        assert launches and all(p == (ctype != "x") for _, p in launches)
+        assert launches and all(p == (ctype != "x") for _, p, _ in launches)
         if ctype == "x":
-            assert all(c == 1 for c, _ in launches)  # a cycle a launch
+            assert all(c == 1 for c, _, _ in launches)  # a cycle a launch
         x2, i2 = gm._gmres(A, b, callback=want.append, callback_type=ctype, native=False,
                            **kw)
         assert i1 == i2 and len(got) == len(want), (ctype, i1, i2, len(got), len(want))
