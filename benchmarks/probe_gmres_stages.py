@@ -61,7 +61,7 @@ def _stages(solve_once, gm, khz: float):
         gm._kernels.function, gm.FusedGMRES.run = function, run
         gm._plans.clear()
     work = seen[-1]
-    blocks, slots = work.parts // (2 * gm.SLOTS), gm.SLOTS
+    blocks, slots = work.launch.blocks, gm.SLOTS
     part = work.work[:2 * slots * blocks].get()
     raw = part[slots * blocks:].reshape(blocks, slots)[:, slots - 16:]
     words = np.ascontiguousarray(raw).view(np.uint32).reshape(blocks, -1)

@@ -329,8 +329,12 @@ def test_cuda_gmres_launch_shape():
     assert cu.geometry(1 << 20, 1, 64, 104, 2, per_sm=2, block=256) == 208
     for warp in (32, 64):
         names = [name for _, name in cu.instances(warp)]
-        assert {name.rsplit(", ", 1)[1] for name in names} == {"256>", "512>"}
+        assert {name.rsplit(", ", 2)[1] for name in names} == {"256", "512"}
         assert all(f", {warp}, " in name for name in names)
+        # the one-reduction instances (ONE): 512-thread blocks, every dtype but complex128
+        ones = {name for name in names if name.endswith(", true>")}
+        assert ones and all(", 512, " in n and "cdouble" not in n for n in ones)
+        assert len(ones) == 3 * 4 and len(names) == 4 * 4 * 2 + len(ones)
 
 
 def test_cuda_gmres_stages_u_only_for_a_dense_two_barrier_column_that_fits():

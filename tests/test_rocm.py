@@ -562,12 +562,18 @@ def test_ci_requires_hipcc_and_both_amd_targets():
 
 
 def test_the_nvrtc_pass_takes_one_instance_of_each_kernel_and_element_type():
+    """... and of each set of boolean template arguments (gmres.cu's ONE selects a
+    column loop of its own)."""
     ci = _ci_module()
     names = ["k<float, int, 32>", "k<float, long long, 32>", "k<double, int, 32>",
-             "j<float, 4>", "j<float, 8>"]
-    assert ci.nvrtc_names(names) == ["k<float, int, 32>", "k<double, int, 32>", "j<float, 4>"]
-    assert set(ci.nvrtc_names(ci._instances(32, "nvrtc")["gmres.cu"])) == {
-        n for n in ci._instances(32, "nvrtc")["gmres.cu"] if "int, int, 32, 256>" in n}
+             "j<float, 4>", "j<float, 8>", "h<float, 4, false>", "h<float, 8, false>",
+             "h<float, 8, true>"]
+    assert ci.nvrtc_names(names) == ["k<float, int, 32>", "k<double, int, 32>", "j<float, 4>",
+                                     "h<float, 4, false>", "h<float, 8, true>"]
+    gm = ci._instances(32, "nvrtc")["gmres.cu"]
+    assert set(ci.nvrtc_names(gm)) == {
+        n for n in gm if "int, int, 32, 256, false>" in n or "int, int, 32, 512, true>" in n}
+    assert len(ci.nvrtc_names(gm)) == 7  # (four element types; one reduction: three)
 
 
 def _kernel_tree(tmp_path, files: dict):

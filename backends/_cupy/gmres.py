@@ -33,9 +33,11 @@ from tessera_array.backends._common import memo
 from tessera_array import _dtypes
 
 from . import _kernels
-from ._persistent import Launch, check_vectors, kernel_name, lanes_of, pinned_words, stored_pair
+from ._persistent import Launch, check_vectors, kernel_name, lanes_of, stored_pair
 from ._persistent import geometry as _geometry
 from .cg import _INDEX, OP_DENSE, OP_NONE, _ptr, _resident_blocks
+
+c_int, c_void_p = ctypes.c_int, ctypes.c_void_p
 
 __all__ = ["BLOCK", "BLOCKS_PER_SM", "ONE_REDUCTION_RMAX", "RESTART_MAX", "STREAM_BLOCK",
            "STREAM_BLOCKS_PER_SM", "FusedGMRES", "column_form", "geometry", "gmres_fused",
@@ -96,6 +98,7 @@ PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restar
 CYCLES_MAX = 64  # the most cycles of one run
 # Entry points, state words and status values: gmres.cu's.
 E_INIT, E_CYCLE = 0, 1
+S_FORM = 3  # gmres.cu's: the one-reduction instance launched where its rows do not fit
 (W_STATUS, W_ITER, W_INNER, W_RNORM, W_PTOL, W_PMAX, W_PRESID, W_XPOINTS, W_NHIST, W_NPR,
  W_ATOL, WORDS) = range(12)
 _FLOATING = frozenset(np.dtype(d._np) for d in _dtypes.FLOATING)
@@ -107,8 +110,11 @@ def _cupy():
     return cupy
 
 
-def _name(dtype, itype, ptype, warp: int, block: int) -> str:
-    return kernel_name("tessera_gmres_run", dtype, itype, ptype, warp, block)
+def _name(dtype, itype, ptype, warp: int, block: int, one: bool = False) -> str:
+    """gmres.cu's instance ``tessera_gmres_run<T, I, P, WARP, BLOCK, ONE>`` (ONE: the
+    one-reduction column alone)."""
+    return (kernel_name("tessera_gmres_run", dtype, itype, ptype, warp, block)[:-1]
+            + (", true>" if one else ", false>"))
 
 
 def geometry(n: int, lanes: int, warp: int, sms: int, resident: int,
@@ -179,6 +185,27 @@ def column_form(n: int, restart: int, dtype, pipelined: bool, block: int, blocks
     return 2 if one else 1
 
 
+def _plan(dev, n, dt, restart, index, a, lanes, warp) -> _Plan:
+    """A new :class:`_Plan`: the launch shape, the column form (:func:`column_form`; the
+    instance of one reduction where it is 2), the grid (resident with the instance's
+    registers and U's shared memory) and the staging of U."""
+    pipelined, block, per_sm = launch_shape(n, restart, dt.itemsize)
+    sms = _kernels.multiprocessors(dev)
+    # (the form from the grid the rows ask for; then the instance's own residency)
+    blocks = geometry(n, lanes, warp, sms, per_sm, per_sm, block)
+    pipe = column_form(n, restart, dt, pipelined, block, blocks, warp)
+    while True:
+        name = _name(dt, index[0], index[1], warp, block, pipe == 2)
+        kernel = _kernels.function(FILE, name, dev)
+        blocks = geometry(n, lanes, warp, sms, _resident_blocks(kernel, name, dev, block),
+                          per_sm, block)
+        if pipe != 2 or column_form(n, restart, dt, pipelined, block, blocks, warp) == 2:
+            break
+        pipe = 1  # (fewer blocks resident: rows past the cache)
+    shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, pipelined, block, blocks, sms)
+    return _Plan(kernel, pipelined, pipe, block, blocks, shared)
+
+
 class _Plan:
     """What the solves of one (device, n, dtype, restart, operator layout) share: the
     kernel, its launch shape, and workspaces no running solve holds (:class:`_Work`, at
@@ -193,42 +220,64 @@ class _Plan:
 
 class _Work:
     """One solve's device workspace (gmres.cu's part, r, z, V, y, U and Z in one T
-    buffer; small; the state words st; the barrier's counter) and a pinned host copy of
-    the words. A solve takes it from its plan and gives it back once finished, after its
-    last read, so no two solves use it at once. Every buffer is written before it is read
-    in a solve, but the counter: zeroed once, a launch leaves it at a multiple of the
-    grid's blocks, where the barrier may start (persistent.cuh, grid_sync)."""
+    buffer; small; the state words st; the barrier's counter), a pinned host copy of
+    the words, and the kernel's launch over them: its arguments as ctypes values that a
+    solve rebinds (:meth:`bind`) instead of building anew. A solve takes it from its plan
+    and gives it back once finished, after its last read, so no two solves use it at
+    once. Every buffer is written before it is read in a solve, but the counter: zeroed
+    once, a launch leaves it at a multiple of the grid's blocks, where the barrier may
+    start (persistent.cuh, grid_sync)."""
 
-    __slots__ = ("bar", "host", "parts", "ptrs", "small", "st", "work")
+    __slots__ = ("bar", "launch", "small", "st", "work")
 
-    def __init__(self, n, dt, restart, nz, pipelined, blocks, words):
+    def __init__(self, plan, n, dt, restart, nz, words):
+        pipelined = plan.pipelined
         nu = (restart + 1) * n if pipelined else 0  # U, then Z (restart vectors)
-        self.parts = 2 * SLOTS * blocks
+        parts = 2 * SLOTS * plan.blocks
         # One T workspace: the partial sums first (16-byte aligned, as persistent.cuh's
         # RowGrid loads them), then r, z (M's products), the basis V, y, U and Z.
-        self.work = _kernels.empty((self.parts + n + nz + (restart + 1) * n + restart + nu,),
-                                   dt)
+        self.work = w = _kernels.empty((parts + n + nz + (restart + 1) * n + restart + nu,),
+                                       dt)
         c = 2 if dt.kind == "c" else 1
         self.small = _kernels.empty((c * restart * (restart + 1) + 2,), np.float64)
         self.st = _kernels.empty((words,), np.float64)
         self.bar = _cupy().zeros((1,), dtype=np.uint64)
-        self.host = pinned_words(words)
-        # The kernel's r, V, z, y, part, small, st and bar, then U and Z (0 where unused),
-        # as device addresses: fixed with the workspace, so taken once, not a solve.
-        w, p, o = self.work, self.parts, self.parts + n + nz + (restart + 1) * n
-        views = (w[p:p + n], w[p + n + nz:o], w[p + n:p + 2 * n] if nz else None,
-                 w[o:o + restart], w[:p], self.small, self.st, self.bar,
-                 w[o + restart:o + restart + n] if pipelined else None,
-                 w[o + restart + n:o + restart + nu] if pipelined else None)
-        self.ptrs = tuple(0 if v is None else v.data.ptr for v in views)
+        o = parts + n + nz + (restart + 1) * n
+        u = w[o + restart:o + restart + n] if pipelined else None
+        zs = w[o + restart + n:o + restart + nu] if pipelined else None
+        c_, none = ctypes, (c_int(0), c_int(0), c_void_p(0), c_void_p(0), c_void_p(0),
+                            ctypes.c_longlong(0))
+        args = [c_.c_longlong(n), c_int(E_INIT), c_int(restart), c_.c_longlong(0),
+                c_.c_longlong(0), c_int(1), c_int(0), c_.c_double(0.0), c_.c_double(0.0),
+                c_.c_double(0.0), *none, *[type(v)(v.value) for v in none],
+                *[_ptr(v) for v in (None, None, w[parts:parts + n], w[parts + n + nz:o],
+                                    w[parts + n:parts + 2 * n] if nz else None,
+                                    w[o:o + restart], w[:parts], self.small, self.st,
+                                    self.bar)],
+                c_int(plan.pipe), _ptr(u), _ptr(zs), c_int(int(plan.shared > 0)),
+                c_.c_double(-1.0)]
+        self.launch = Launch(plan.kernel, plan.blocks, args, self.st, words, plan.block,
+                             plan.shared)
+
+    def bind(self, x, b, a, m, maxiter, inner_limit, atol, ptol, eps, nonzero, rtol):
+        """The arguments of one solve (the entry and cycles are the run's)."""
+        args = self.launch.args
+        args[1].value = E_INIT
+        args[3].value, args[4].value = int(maxiter), int(inner_limit)
+        args[6].value = int(bool(nonzero))
+        args[7].value, args[8].value, args[9].value = float(atol), float(eps), float(ptol)
+        for dst, src in zip(args[10:22], (*a.ctypes_args(), *m.ctypes_args())):
+            dst.value = src.value
+        args[22].value, args[23].value = b.data.ptr, x.data.ptr
+        args[36].value = float(rtol)
 
 
 class FusedGMRES:
     """The device state of one GMRES solve: see the module docstring. ``rtol >= 0``
     (:func:`gmres_plain`: x zero, no M) has the first launch take ||b|| and set the
     threshold ``max(atol, rtol ||b||)`` and the first inner tolerance itself (``ptol``
-    unused); the kernel, its shape and finished solves' workspaces are kept per
-    (device, n, dtype, restart, operator layout) (``_plans``)."""
+    unused); the kernel, its shape and finished solves' workspaces (with their launch
+    arguments) are kept per (device, n, dtype, restart, operator layout) (``_plans``)."""
 
     def __init__(self, x, b, A, M, restart, maxiter, inner_limit, atol, ptol, eps, nonzero,
                  rtol=-1.0):
@@ -251,35 +300,16 @@ class FusedGMRES:
             key = (dev.id, n, dt, restart, index, a.kind, m.kind, lanes, warp)
             plan = _plans.get(key)
             if plan is None:
-                pipelined, block, per_sm = launch_shape(n, restart, dt.itemsize)
-                name = _name(dt, index[0], index[1], warp, block)
-                kernel = _kernels.function(FILE, name, dev)
-                sms = _kernels.multiprocessors(dev)
-                blocks = geometry(n, lanes, warp, sms,
-                                  _resident_blocks(kernel, name, dev, block), per_sm, block)
-                shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, pipelined, block,
-                                     blocks, sms)
-                pipe = column_form(n, restart, dt, pipelined, block, blocks, warp)
-                plan = _plans.put(key, _Plan(kernel, pipelined, pipe, block, blocks, shared))
+                plan = _plans.put(key, _plan(dev, n, dt, restart, index, a, lanes, warp))
             self.pipelined, self.blocks = plan.pipelined, plan.blocks
             self.form = ("three barriers", "two barriers", "one reduction")[plan.pipe]
             self.staged = plan.shared > 0
-            nz = n if m.kind != OP_NONE else 0
-            words = WORDS + self.cycles_max + 1 + self.cycles_max * restart
-            self._w = w = plan.free.pop() if plan.free else _Work(
-                n, dt, restart, nz, plan.pipelined, plan.blocks, words)
-            c_ = ctypes
-            args = [c_.c_longlong(n), c_.c_int(E_INIT), c_.c_int(restart),
-                    c_.c_longlong(int(maxiter)), c_.c_longlong(int(inner_limit)), c_.c_int(1),
-                    c_.c_int(int(bool(nonzero))), c_.c_double(float(atol)),
-                    c_.c_double(float(eps)), c_.c_double(float(ptol)), *a.ctypes_args(),
-                    *m.ctypes_args(),
-                    _ptr(b), _ptr(x), *[c_.c_void_p(p) for p in w.ptrs[:8]],
-                    c_.c_int(plan.pipe), *[c_.c_void_p(p) for p in w.ptrs[8:]],
-                    c_.c_int(int(self.staged)), c_.c_double(float(rtol))]
-            self._launch = Launch(plan.kernel, plan.blocks, args, w.st, words, plan.block,
-                                  plan.shared, w.host)
             self._plan = plan
+            nz = n if m.kind != OP_NONE else 0
+            self._w = w = plan.free.pop() if plan.free else _Work(
+                plan, n, dt, restart, nz, WORDS + self.cycles_max * (restart + 1) + 1)
+            w.bind(x, b, a, m, maxiter, inner_limit, atol, ptol, eps, nonzero, rtol)
+            self._launch = w.launch
             self._keep = (a, m)  # (what the kernel reads lives with the solve)
 
     def _release(self):
@@ -308,6 +338,10 @@ class FusedGMRES:
             hist0 = WORDS + cycles + 1  # (gmres.cu: the estimates follow this run's norms)
             # sync: the state words, this run's ||r|| history and (asked) its estimates.
             st = launch.read(hist0 + (cycles * self.restart if presids else 0))
+        if st[W_STATUS] == S_FORM:
+            raise RuntimeError(f"gmres_fused: the one-reduction instance ran where its rows "
+                               f"do not fit its cache (n={self.n}, {self.blocks} blocks): a "
+                               f"launcher error")
         status = GMRESStatus(int(st[W_STATUS]))
         nhist, npr = int(st[W_NHIST]), int(st[W_NPR])
         inner = int(st[W_INNER])
@@ -338,15 +372,15 @@ def gmres_plain(b, A, *, restart: int, maxiter: int, rtol: float, atol: float,
     before it): ``b`` a 1-D contiguous ``cupy.ndarray`` of a floating dtype, ``A`` a
     :class:`~tessera_array.sparse.linalg._fused.FusedOperand` of a stored matrix of b's
     dtype; ``restart`` and ``maxiter`` ints >= 1, ``rtol`` and ``atol`` >= 0, checked by
-    the caller. The solve's x (``solve.x``) starts as zeros; its first report's first
-    residual norm is ||b||. None (the caller's other paths) for anything else."""
+    the caller. The solve's x (``solve.x``) is zeroed by the first launch; its first
+    report's first residual norm is ||b||. None (the caller's other paths) for anything else."""
     cupy = _cupy()
     if (not isinstance(b, cupy.ndarray) or b.ndim != 1 or b.dtype not in _FLOATING
             or b.shape[0] == 0 or not b.flags.c_contiguous or A.kind not in ("dense", "csr")
             or int(restart) > RESTART_MAX or not float(rtol) >= 0):
         return None
     with b.device:
-        x = cupy.zeros(b.shape, dtype=b.dtype)
+        x = _kernels.empty(b.shape, b.dtype)  # (the first launch zeroes it)
     solve = FusedGMRES(x, b, A, None, restart, maxiter, -1, atol, 0.0, eps, False,
                        rtol=float(rtol))
     return None if solve.declined else solve
@@ -358,8 +392,10 @@ gmres_fused.plain = gmres_plain  # (what _gmres._gmres_plain looks for: no read 
 def instances(warp: int) -> list:
     """``(file, name)`` of every kernel template instance these launchers may ask for at
     warp width ``warp`` (``.ci/compile-kernels`` compiles each)."""
-    return [(FILE, _name(dt, it, pt, warp, block)) for dt in sorted(_FLOATING, key=str)
-            for it in _INDEX for pt in _INDEX for block in sorted({BLOCK, STREAM_BLOCK})]
+    return [(FILE, _name(dt, it, pt, warp, block, one))
+            for dt in sorted(_FLOATING, key=str) for it in _INDEX for pt in _INDEX
+            for block in sorted({BLOCK, STREAM_BLOCK})
+            for one in ((False, True) if block == BLOCK and dt != np.complex128 else (False,))]
 
 
 def register(registry, backend_name: str) -> None:

@@ -10,7 +10,8 @@
 //            is zero), ||r||, the first test (< atol: converged; not finite: -20); with
 //            rtol >= 0 (x zero and no M, ||b|| unread by the host) atol = max(atol,
 //            rtol ||b||) and the first inner tolerance come from that ||r|| = ||b||, and
-//            ||b|| = 0 stops it, converged (atol is then a state word). Then
+//            ||b|| = 0 stops it, converged (atol is then a state word; x is zeroed
+//            here). Then
 //            each restart cycle: v0 = M r, V[0] = v0 / ||v0||; for each column j:
 //            w = M A V[j]; h0 = ||w|| (not finite: -20); w orthogonalized against
 //            V[0..j] by classical Gram-Schmidt twice (CGS2: h = V^H w, w -= V h, twice,
@@ -45,8 +46,8 @@
 //            next column's first barrier (off the path every block waits on), so its
 //            presid <= ptol is tested past the next column's second barrier; the
 //            cycle's last column rotates at once.
-// One reduction (pipe 2: two barriers, the row cache, restart <= CACHE_RMAX, T not
-//            cdouble): CGS2 with the second projection delayed by a column (DCGS2,
+// One reduction (the instances with ONE, launched with pipe 2: two barriers, the row
+//            cache in every block, restart <= CACHE_RMAX, T not cdouble): CGS2 with the second projection delayed by a column (DCGS2,
 //            Swirydowicz et al. 2020). The candidate u (projected once, not normalized)
 //            is multiplied as it is, P = M A u; one reduction takes g = V^H u, a = u^H u,
 //            p = V^H P, q = u^H P and c = Z^H u. Then the last column completes (H's
@@ -116,6 +117,7 @@ constexpr int E_INIT = 0, E_CYCLE = 1;
 constexpr int W_STATUS = 0, W_ITER = 1, W_INNER = 2, W_RNORM = 3, W_PTOL = 4, W_PMAX = 5,
               W_PRESID = 6, W_XPOINTS = 7, W_NHIST = 8, W_NPR = 9, W_ATOL = 10, WORDS = 11;
 constexpr int S_RUNNING = 1, S_MAXITER = 2, S_CONVERGED = 0, S_NONFINITE = -20;
+constexpr int S_FORM = 3;  // an instance of one reduction launched where its rows do not fit
 constexpr int RMAX = 128;  // the longest restart
 constexpr int SLOTS = RMAX + 4;  // a block's partial sums (RMAX + 2; a multiple of 4: RowGrid)
 constexpr int CACHE_RMAX = 32;   // the longest restart whose rows a block keeps (row cache)
@@ -262,7 +264,7 @@ __device__ __forceinline__ void combine_row(long long i, Src src, const T *h, Ba
     if (lane == 0) store(i, scale(sub(si, t), sc));
 }
 
-template <typename T, typename I, typename P, int WARP, int BLOCK>
+template <typename T, typename I, typename P, int WARP, int BLOCK, bool ONE>
 __global__ void __launch_bounds__(BLOCK)
 tessera_gmres_run(const long long n, const int entry, const int restart,
                   const long long maxiter, const long long inner_limit, const int cycles,
@@ -375,11 +377,15 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     // so far, in every block's shared memory (S: double or two doubles; not for cdouble
     // systems, whose H would pass the 48 KB of static shared memory), and the column's
     // first projection t in S.
-    constexpr bool ONE_FITS = sizeof(T) <= 8;
-    __shared__ S Hs[ONE_FITS ? (CACHE_RMAX + 1) * CACHE_RMAX : 1], tS[CACHE_RMAX + 1];
-    __shared__ double tsq_sh;
-    const bool one_red = ONE_FITS && pipe == 2 && cached;
+    // The instance (ONE) carries that column alone, and the others the other two: one
+    // kernel with all three spilled more and its product ran ~1 us slower (H100,
+    // benchmarks/NOTES.md). Its rows must fit the cache in every block (else S_FORM).
+    static_assert(!ONE || sizeof(T) <= 8, "one reduction: not for cdouble");
     static_assert(CACHE_RMAX <= WARP, "one reduction: a lane a basis vector of H g");
+    __shared__ S Hs[ONE ? (CACHE_RMAX + 1) * CACHE_RMAX : 1], tS[ONE ? CACHE_RMAX + 1 : 1],
+        hgs[ONE ? CACHE_RMAX : 1];
+    __shared__ double tsq_sh;
+    const bool fits = pipe && chunk <= BLOCK / WARP && restart <= CACHE_RMAX;  // (every block)
     const long long wrow = row0 + threadIdx.x / WARP;  // this warp's row (a warp a row)
     // dst = (src - B[0..count) h) sc on this block's rows (sc = 1 leaves the bits).
     const auto subtract_rows = [&](const T *src, const T *h, const T *B, int count, T *dst,
@@ -437,6 +443,8 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         }
     };
     if (entry == E_INIT) {
+        if (rtol >= 0)  // (x = 0 is the start: the launcher's buffer is not zeroed)
+            for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) x[i] = zero<T>();
         if (nonzero) {
             g.product(A, x, r);
             for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = sub(b[i], r[i]);
@@ -483,7 +491,11 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         bool breakdown = false;
         R sc = R(1);  // V[col]'s scale: its rows hold w, V[col] = sc w (scaled past barrier 1)
         STAGE(11);
-        if (one_red) {  // one reduction a column (the header's "One reduction")
+        if (ONE) {  // one reduction a column (the header's "One reduction")
+            if (!fits) {
+                status = S_FORM;
+                break;
+            }
             // Column 0's first projection: Z[0] = M A V[0], t = V[0]^H Z[0] (a reduction
             // with ||Z[0]||^2), and the candidate u = Z[0] - V[0] t.
             product_ma(V, Z);
@@ -539,8 +551,9 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 }
                 // Column s - 1: its second projection g, and beta = sqrt(a - ||g||^2).
                 const double a = (double)real_part(sums[s]);
-                double gsq = 0.0;
-                for (int k = 0; k < s; ++k) gsq = add(gsq, abs2(to_small(sums[k])));
+                double gsq = threadIdx.x % WARP < s ? abs2(to_small(sums[threadIdx.x % WARP]))
+                                                    : 0.0;  // ||g||^2: each warp's tree sum
+                gsq = shfl<WARP>(warp_sum<WARP>(gsq), 0);
                 const double beta = sqrt(fmax(a - gsq, 0.0)), h0 = sqrt(tsq + a);
                 if (!isfinite(h0)) {
                     status = S_NONFINITE;
@@ -585,15 +598,24 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                 }
                 // Column s's first projection without a reduction: t = (p - H g) / beta,
                 // t_s = (q - c^H g - g^H p + g^H H g) / beta^2 (H = V^H M A V so far).
+                {  // H g: row k by warp k (mod the warps), its lanes over H's columns
+                    const int lane = threadIdx.x % WARP;
+                    for (int k = threadIdx.x / WARP; k < s; k += BLOCK / WARP) {
+                        const S v = lane < s ? mul(Hs[k + lane * (CACHE_RMAX + 1)],
+                                                   to_small(sums[lane]))
+                                             : S{};
+                        const S hk = warp_sum<WARP>(v);
+                        if (lane == 0) hgs[k] = hk;
+                    }
+                }
+                __syncthreads();
                 if (threadIdx.x < WARP) {
                     const int lane = threadIdx.x;
                     const double isc = 1.0 / beta;
                     S dc{}, dp{}, dh{};
                     double tk2 = 0.0;
                     if (lane < s) {
-                        S hg{};
-                        for (int m = 0; m < s; ++m)
-                            hg = add(hg, mul(Hs[lane + m * (CACHE_RMAX + 1)], to_small(sums[m])));
+                        const S hg = hgs[lane];
                         const S gk = to_small(sums[lane]), pk = to_small(sums[s + 1 + lane]),
                                 ck = to_small(sums[2 * s + 2 + lane]);
                         dc = mul(conjugate(ck), gk);
