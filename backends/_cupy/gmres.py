@@ -87,12 +87,12 @@ _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
 # (device id, n, dtype, restart, index types, A's and M's kinds, lanes, warp) -> _Plan
 _plans = memo("cuda.gmres.plans", limit=256)
-# One reduction a column (gmres.cu's "One reduction", pipe 2) where the two-barrier column
-# keeps its rows in shared memory (a warp a row, restart <= ONE_REDUCTION_RMAX, gmres.cu's
-# CACHE_RMAX) and T is not complex128. H100, dense 2049, whole solves (us an inner
-# iteration, float32 / float64, one call): two reductions 15.64 / 18.51, one reduction
-# 14.69 / 18.94; its product stage 1.1 us slower, the kernel carrying three column forms
-# spilling more (benchmarks/NOTES.md).
+# One reduction a column (gmres.cu's "One reduction", pipe 2, its own instance) where the
+# two-barrier column keeps its rows in shared memory (a warp a row, restart <=
+# ONE_REDUCTION_RMAX, gmres.cu's CACHE_RMAX) and T is not complex128. H100, dense 2049
+# float32, whole solves (us an inner iteration): two reductions 15.64, one reduction in
+# the kernel of three forms 14.69 (its product 1.1 us slower: spills); as its own
+# instance, not yet measured.
 ONE_REDUCTION_RMAX = 32
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
