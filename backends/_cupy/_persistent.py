@@ -19,7 +19,7 @@ import ctypes
 import numpy as np
 
 __all__ = ["BLOCK", "Launch", "check_vectors", "geometry", "kernel_name", "lanes_of",
-           "stored_pair"]
+           "pinned_words", "stored_pair"]
 
 BLOCK = 256  # threads per block (a multiple of the warp)
 
@@ -56,20 +56,21 @@ class Launch:
     index between launches), and its state words ``st`` (float64 on the device) read
     through a pinned host copy of ``words`` doubles."""
 
-    def __init__(self, kernel, blocks: int, args: list, st, words: int, block: int = BLOCK):
-        cupy = _cupy()
+    def __init__(self, kernel, blocks: int, args: list, st, words: int, block: int = BLOCK,
+                 shared: int = 0, host=None):
         self.kernel, self.blocks, self.args, self.st = kernel, blocks, args, st
         self.block = block  # threads a block
+        self.shared = shared  # dynamic shared memory a block, bytes
         self.params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        self._pinned = cupy.cuda.alloc_pinned_memory(words * 8)
-        self._host = np.frombuffer(self._pinned, dtype=np.float64, count=words)
+        # (host: a kept pinned copy of at least `words` doubles, from pinned_words)
+        self._host = pinned_words(words) if host is None else host
 
     def __call__(self) -> None:
         """One cooperative launch on the current stream, through the driver (CuPy's own
         cooperative path reads every device attribute on each launch)."""
         cupy = _cupy()
         cupy.cuda.driver.launchCooperativeKernel(
-            self.kernel.ptr, self.blocks, 1, 1, self.block, 1, 1, 0,
+            self.kernel.ptr, self.blocks, 1, 1, self.block, 1, 1, self.shared,
             cupy.cuda.get_current_stream().ptr, ctypes.addressof(self.params))
 
     def read(self, count: int):
@@ -80,6 +81,13 @@ class Launch:
                                       cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
         stream.synchronize()
         return self._host[:count].copy()
+
+
+def pinned_words(words: int):
+    """A float64 array of ``words`` elements in pinned host memory (the buffer lives
+    with the array)."""
+    return np.frombuffer(_cupy().cuda.alloc_pinned_memory(words * 8), dtype=np.float64,
+                         count=words)
 
 
 def check_vectors(func: str, named: tuple, dtypes) -> None:
