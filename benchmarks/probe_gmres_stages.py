@@ -15,7 +15,7 @@ reduction with V[j+1], and the third barrier's stages stay 0.
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_gmres_stages [--device cuda:0] [--no-stages]
         [--pipeline-bytes N] [--blocks-per-sm N] [--block THREADS]
-        [--define NAME=VALUE ...] [--only dense]
+        [--one-reduction-rmax N] [--a-cache-bytes N] [--define NAME=VALUE ...] [--only dense]
 """
 
 from __future__ import annotations
@@ -87,6 +87,8 @@ def main(argv=None):
     ap.add_argument("--one-reduction-rmax", type=int, default=None,
                     help="the launcher's ONE_REDUCTION_RMAX (0: the two-barrier column "
                          "with two reductions)")
+    ap.add_argument("--a-cache-bytes", type=int, default=None,
+                    help="the launcher's A_CACHE_BYTES (0: A's rows streamed from L2)")
     ap.add_argument("--define", action="append", default=[],
                     help="NAME=VALUE: a -D option to every compile of gmres.cu (repeatable)")
     ap.add_argument("--only", default=None,
@@ -106,6 +108,8 @@ def main(argv=None):
         gm.PIPELINE_BYTES = args.pipeline_bytes
     if args.one_reduction_rmax is not None:
         gm.ONE_REDUCTION_RMAX = args.one_reduction_rmax
+    if args.a_cache_bytes is not None:
+        gm.A_CACHE_BYTES = args.a_cache_bytes
     if args.define:
         defines = tuple(f"-D{d}" for d in args.define)
         compile_ = gm._kernels.function

@@ -185,6 +185,61 @@ def test_the_staged_vector_leaves_the_bits(dtype, monkeypatch, launches):
         assert [solve.staged for _, _, solve in launches] == [False]
 
 
+def _cache_runs(monkeypatch, launches, solve, limits):
+    """``solve()``'s (x, info, residual norms) and its solves' a_cols for each
+    A_CACHE_BYTES of ``limits`` (fresh plans each)."""
+    got, cols = [], []
+    for limit in limits:
+        monkeypatch.setattr(cu_gmres, "A_CACHE_BYTES", limit)
+        cu_gmres._plans.clear()
+        launches.clear()
+        x, info, report = solve()
+        got.append((_np(x), info, report.residual_norms))
+        cols.append({s.a_cols for _, _, s in launches})
+    return got, cols
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_cached_rows_of_a_leave_the_bits(dtype, monkeypatch, launches):
+    """A dense A's rows kept in each block's shared memory (gmres.cu's a_cols: whole
+    rows, their first columns, none): x and the residual history bit for bit the same,
+    at fixed cycles from zero and from a nonzero x0 (the first launch's product)."""
+    n = 300
+    A = _on_device(_nonsym(n, dtype=dtype))
+    b = xp.asarray(_rhs(n, dtype=dtype), device=DEV)
+    x0 = xp.asarray(_rhs(n, seed=8, dtype=dtype), device=DEV)
+    for start in (None, x0):
+        got, cols = _cache_runs(
+            monkeypatch, launches,
+            lambda start=start: gm._gmres(A, b, x0=start, rtol=0.0, atol=0.0, restart=12, maxiter=3,
+                              report=True), (1 << 30, 8192, 0))
+        part = 8192 // (16 * np.dtype(dtype).itemsize) // 32 * 32
+        assert cols == [{n}, {part}, {0}], cols
+        for other in got[1:]:
+            np.testing.assert_array_equal(got[0][0], other[0])
+            assert got[0][1:] == other[1:]
+
+
+@pytest.mark.parametrize("form", ["one reduction", "two barriers", "three barriers"])
+def test_cached_rows_of_a_in_every_column_form(form, monkeypatch, launches):
+    """The cached rows in each column form, with a dense M (A's product, then M's): the
+    same bits with whole rows, part of each row and none (float64)."""
+    monkeypatch.setattr(cu_gmres, "PIPELINE_BYTES", 0 if form == "three barriers" else 1 << 40)
+    monkeypatch.setattr(cu_gmres, "ONE_REDUCTION_RMAX", 32 if form == "one reduction" else 0)
+    a = convection_diffusion(12)
+    A, M = _on_device(a), _on_device(np.diag(1.0 / a.diagonal()))
+    b = xp.asarray(_rhs(a.shape[0]), device=DEV)
+    got, cols = _cache_runs(
+        monkeypatch, launches,
+        lambda: gm._gmres(A, b, M=M, rtol=0.0, atol=0.0, restart=6, maxiter=4, report=True),
+        (1 << 30, 4096, 0))
+    assert cols[0] == {a.shape[0]} and 0 < min(cols[1]) < a.shape[0] and cols[2] == {0}, cols
+    assert {s.form for _, _, s in launches} == {form}
+    for other in got[1:]:
+        np.testing.assert_array_equal(got[0][0], other[0])
+        assert got[0][1:] == other[1:]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_the_plain_solve_takes_b_norm_on_the_device(dtype, monkeypatch):
     """``gmres(A, b)`` without x0, M or callback is ``gmres_fused.plain``'s solve, whose

@@ -83,7 +83,15 @@ PIPELINE_BYTES = 8 << 20
 # for float64's 0.2; the first product's ~1.1 us over a repeated one (3.68 against 2.55
 # under TESSERA_GMRES_PRODUCT_PROBE) is not U's loads.
 STAGE_BYTES = 64 << 10
+# A dense A's own rows in each block's shared memory for the whole launch (gmres.cu's
+# a_cols: their first columns, as many as fit beside the kernel's static shared memory
+# and U's copy, at most A_CACHE_BYTES a block), where a warp takes a row: the product
+# reads them there instead of streaming A from L2 every column. 0 turns it off. Not yet
+# measured.
+A_CACHE_BYTES = 256 << 10
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_SHARED_SIZE = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES (the static shared memory)
+_OPTIN = 97  # cudaDevAttrMaxSharedMemoryPerBlockOptin
 _opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
 # (device id, n, dtype, restart, index types, A's and M's kinds, lanes, warp) -> _Plan
 _plans = memo("cuda.gmres.plans", limit=256)
@@ -146,16 +154,58 @@ def stage_bytes(kernel, name: str, device, a, n: int, itemsize: int, pipelined: 
     need = n * itemsize
     if not pipelined or a.kind != OP_DENSE or need > STAGE_BYTES:
         return 0
+    return need if _dynamic(kernel, name, device, need, block, blocks, sms) else 0
+
+
+def _dynamic(kernel, name: str, device, need: int, block: int, blocks: int, sms: int) -> bool:
+    """Whether the kernel may take ``need`` bytes of dynamic shared memory a block (asked
+    for once: refused where they and the static shared memory pass the device's limit)
+    with ``blocks`` blocks resident on ``sms`` multiprocessors."""
     driver = _cupy().cuda.driver
     key = (device.id, name)
     if need > _opted.get(key, 0):
-        try:  # (refused where need and the static shared memory pass the device's limit)
+        try:
             driver.funcSetAttribute(kernel.ptr, _MAX_DYNAMIC_SHARED, need)
         except driver.CUDADriverError:
-            return 0
+            return False
         _opted[key] = need
-    resident = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, block, need)
-    return need if resident * sms >= blocks else 0
+    return driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, block, need) * sms \
+        >= blocks
+
+
+def a_columns(a, n: int, rows: int, itemsize: int, block: int, warp: int, room: int) -> int:
+    """gmres.cu's a_cols: how many leading columns of each of a block's ``rows`` rows of
+    a dense A (row lanes a warp, at most a row a warp) fit ``room`` bytes (capped at
+    :data:`A_CACHE_BYTES`): all n, or a multiple of the warp; 0 for anything else."""
+    room = min(room, A_CACHE_BYTES)
+    if a.kind != OP_DENSE or a.lanes != warp or rows > block // warp or rows < 1 or room <= 0:
+        return 0
+    cols = min(n, room // (rows * itemsize))
+    return cols if cols == n else cols // warp * warp
+
+
+def shared_plan(kernel, name: str, device, a, n: int, itemsize: int, pipelined: bool,
+                block: int, blocks: int, sms: int, warp: int) -> tuple:
+    """``(stage, a_cols, bytes)``: U's staged bytes (:func:`stage_bytes`), the columns of
+    A's rows each block keeps (:func:`a_columns`: the room the device's per-block limit
+    leaves beside the static shared memory and U's copy, 16-byte aligned) and the launch's
+    dynamic shared memory a block; a_cols 0 where the grid would not stay resident."""
+    stage = stage_bytes(kernel, name, device, a, n, itemsize, pipelined, block, blocks, sms)
+    base = -(-stage // 16) * 16
+    rows = -(-n // blocks)
+    cols = 0
+    if a.kind == OP_DENSE and A_CACHE_BYTES > 0:
+        cupy = _cupy()
+        try:
+            room = (cupy.cuda.runtime.deviceGetAttribute(_OPTIN, device.id)
+                    - cupy.cuda.driver.funcGetAttribute(_SHARED_SIZE, kernel.ptr) - base)
+        except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError):
+            room = 0
+        cols = a_columns(a, n, rows, itemsize, block, warp, room)
+        if cols and not _dynamic(kernel, name, device, base + rows * cols * itemsize, block,
+                                 blocks, sms):
+            cols = 0
+    return stage, cols, (base + rows * cols * itemsize) if cols else stage
 
 
 def _check(x, b, restart, maxiter, inner_limit, atol, ptol, eps):
@@ -202,8 +252,9 @@ def _plan(dev, n, dt, restart, index, a, lanes, warp) -> _Plan:
         if pipe != 2 or column_form(n, restart, dt, pipelined, block, blocks, warp) == 2:
             break
         pipe = 1  # (fewer blocks resident: rows past the cache)
-    shared = stage_bytes(kernel, name, dev, a, n, dt.itemsize, pipelined, block, blocks, sms)
-    return _Plan(kernel, pipelined, pipe, block, blocks, shared)
+    stage, cols, shared = shared_plan(kernel, name, dev, a, n, dt.itemsize, pipelined, block,
+                                      blocks, sms, warp)
+    return _Plan(kernel, pipelined, pipe, block, blocks, stage, cols, shared)
 
 
 class _Plan:
@@ -211,11 +262,13 @@ class _Plan:
     kernel, its launch shape, and workspaces no running solve holds (:class:`_Work`, at
     most two kept)."""
 
-    __slots__ = ("block", "blocks", "free", "kernel", "pipe", "pipelined", "shared")
+    __slots__ = ("a_cols", "block", "blocks", "free", "kernel", "pipe", "pipelined", "shared",
+                 "stage")
 
-    def __init__(self, kernel, pipelined, pipe, block, blocks, shared):
+    def __init__(self, kernel, pipelined, pipe, block, blocks, stage, a_cols, shared):
         self.kernel, self.pipelined, self.pipe, self.block = kernel, pipelined, pipe, block
-        self.blocks, self.shared, self.free = blocks, shared, []
+        self.blocks, self.stage, self.a_cols, self.shared = blocks, stage, a_cols, shared
+        self.free = []
 
 
 class _Work:
@@ -254,8 +307,8 @@ class _Work:
                                     w[parts + n:parts + 2 * n] if nz else None,
                                     w[o:o + restart], w[:parts], self.small, self.st,
                                     self.bar)],
-                c_int(plan.pipe), _ptr(u), _ptr(zs), c_int(int(plan.shared > 0)),
-                c_.c_double(-1.0)]
+                c_int(plan.pipe), _ptr(u), _ptr(zs), c_int(int(plan.stage > 0)),
+                c_.c_double(-1.0), c_.c_longlong(plan.a_cols)]
         self.launch = Launch(plan.kernel, plan.blocks, args, self.st, words, plan.block,
                              plan.shared)
 
@@ -303,7 +356,8 @@ class FusedGMRES:
                 plan = _plans.put(key, _plan(dev, n, dt, restart, index, a, lanes, warp))
             self.pipelined, self.blocks = plan.pipelined, plan.blocks
             self.form = ("three barriers", "two barriers", "one reduction")[plan.pipe]
-            self.staged = plan.shared > 0
+            self.staged = plan.stage > 0
+            self.a_cols = plan.a_cols  # (A's columns each block keeps in shared memory)
             self._plan = plan
             nz = n if m.kind != OP_NONE else 0
             self._w = w = plan.free.pop() if plan.free else _Work(

@@ -68,7 +68,10 @@
 //            layout, 16-byte aligned: the workspace's start). U (n) and Z (restart
 //            rows of n): the two-barrier form's (pipe; else unused, may be null);
 //            with stage_v, each block copies U to its dynamic shared memory (n
-//            elements, the launch's) for the column's product.
+//            elements, the launch's) for the column's product. With a_cols > 0 (a
+//            dense A, a warp a row), each block keeps its rows' first a_cols columns
+//            of A in its dynamic shared memory for the launch (row k of the block at
+//            k * a_cols, after U's copy, 16-byte aligned, where stage_v).
 //            small (double): the rotated Hessenberg columns (restart x (restart + 1)
 //            of S: double, or two doubles for complex T), then two control words (g,
 //            the rotations and the column being rotated live in block 0's shared
@@ -264,8 +267,11 @@ __device__ __forceinline__ void combine_row(long long i, Src src, const T *h, Ba
     if (lane == 0) store(i, scale(sub(si, t), sc));
 }
 
+// (the blocks a multiprocessor named, launcher's BLOCKS_PER_SM / STREAM_BLOCKS_PER_SM: at
+// 512 threads and the launch bounds' default, ptxas took 64 registers and spilled ~500
+// bytes in the float32 instance of one reduction once A's cached rows were read)
 template <typename T, typename I, typename P, int WARP, int BLOCK, bool ONE>
-__global__ void __launch_bounds__(BLOCK)
+__global__ void __launch_bounds__(BLOCK, BLOCK >= 512 ? 1 : 2)
 tessera_gmres_run(const long long n, const int entry, const int restart,
                   const long long maxiter, const long long inner_limit, const int cycles,
                   const int nonzero, const double atol0, const double eps, const double ptol0,
@@ -275,7 +281,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
                   const I *__restrict__ m_idx, const P *__restrict__ m_ptr, const long long m_ld,
                   const T *__restrict__ b, T *x, T *r, T *V, T *z, T *y, T *part,
                   double *small, double *st, unsigned long long *bar, const int pipe, T *U,
-                  T *Z, const int stage_v, const double rtol)
+                  T *Z, const int stage_v, const double rtol, const long long a_cols)
 {
     using namespace tessera;
     using namespace tessera::gmk;
@@ -432,21 +438,55 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
         __syncthreads();
         return vsh;
     };
+    // a_cols: a dense A's own rows, their first a_cols columns, kept in this block's
+    // dynamic shared memory (after U's n elements where stage_v) for the whole launch, and
+    // every product of A reads them there: a warp a row, its lanes over the columns in
+    // RowGrid::product's order, the rest of the row from global memory (the same terms
+    // in the same order: the same bits). The launcher asks for it where a warp takes a
+    // row (it is ignored otherwise).
+    const bool a_cache = a_cols > 0 && warp_rows && a_kind == OP_DENSE && a_lanes == WARP;
+    const long long acols = a_cache ? min(a_cols, n) : 0;
+    T *arow = reinterpret_cast<T *>(dyn_ + (stage_v ? (n * (long long)sizeof(T) + 15) / 16 * 16
+                                                    : 0));
+    if (a_cache) {
+        for (long long i = row0; i < row1; ++i)
+            for (long long c = threadIdx.x; c < acols; c += BLOCK)
+                arow[(i - row0) * acols + c] = a_val[i * a_ld + c];
+        __syncthreads();
+    }
+    // out = (A v) sc on this block's rows (then a __syncthreads, as RowGrid::product).
+    const auto product_a = [&](const T *v, T *out, R sc) {
+        if (!a_cache) {
+            g.product(A, v, out, sc);
+            return;
+        }
+        constexpr int UL = sizeof(T) <= 4 ? 8 : 4;  // (row_part's loads in flight)
+        const int lane = threadIdx.x % WARP;
+        if (wrow < row1) {
+            T s = strided_dot<UL>(arow + (wrow - row0) * acols, v, lane, WARP, acols,
+                                  zero<T>());
+            const long long j1 = lane + (acols - lane + WARP - 1) / WARP * WARP;
+            s = strided_dot<UL>(a_val + wrow * a_ld, v, j1, WARP, n, s);
+            s = segment_sum<WARP>(s, WARP);
+            if (lane == 0) out[wrow] = scale(s, sc);
+        }
+        __syncthreads();
+    };
     // out = M A v on this block's rows (A v alone without M; a barrier between the two).
     const auto product_ma = [&](const T *v, T *out) {
         if (m_kind != OP_NONE) {
-            g.product(A, v, z);
+            product_a(v, z, R(1));
             g.sync();  // A v whole before M's rows read it
             g.product(M, z, out);
         } else {
-            g.product(A, v, out);
+            product_a(v, out, R(1));
         }
     };
     if (entry == E_INIT) {
         if (rtol >= 0)  // (x = 0 is the start: the launcher's buffer is not zeroed)
             for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) x[i] = zero<T>();
         if (nonzero) {
-            g.product(A, x, r);
+            product_a(x, r, R(1));
             for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = sub(b[i], r[i]);
         } else {
             for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = b[i];
@@ -787,11 +827,11 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             T *w = V + (long long)(col + 1) * n;  // orthogonalized in place: V[col + 1]
             // w = M A V[col] = (M A vc) sc: A (w / h1) as (A w) / h1.
             if (m_kind != OP_NONE) {
-                g.product(A, vc, z);
+                product_a(vc, z, R(1));
                 g.sync();  // A v whole before M's rows read it
                 g.product(M, z, w, sc);
             } else {
-                g.product(A, vc, w, sc);
+                product_a(vc, w, sc);
             }
             STAGE(0);
             // Projections V^H w and ||w||^2 together (V[col]'s rows scaled on the fly).
@@ -893,7 +933,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
             }
         }
         g.sync();  // x whole before its product
-        g.product(A, x, r);
+        product_a(x, r, R(1));
         for (long long i = row0 + threadIdx.x; i < row1; i += BLOCK) r[i] = sub(b[i], r[i]);
         __syncthreads();
         rnorm = g.norm(r);
