@@ -92,7 +92,7 @@ A_CACHE_BYTES = 256 << 10
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _SHARED_SIZE = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES (the static shared memory)
 _OPTIN = 97  # cudaDevAttrMaxSharedMemoryPerBlockOptin
-_opted = memo("cuda.gmres.shared")  # (device id, kernel name) -> dynamic bytes allowed
+_opted = memo("cuda.gmres.shared")  # (device id, name, function) -> dynamic bytes allowed
 # (device id, n, dtype, restart, index types, A's and M's kinds, lanes, warp) -> _Plan
 _plans = memo("cuda.gmres.plans", limit=256)
 # One reduction a column (gmres.cu's "One reduction", pipe 2, its own instance) where the
@@ -162,7 +162,7 @@ def _dynamic(kernel, name: str, device, need: int, block: int, blocks: int, sms:
     for once: refused where they and the static shared memory pass the device's limit)
     with ``blocks`` blocks resident on ``sms`` multiprocessors."""
     driver = _cupy().cuda.driver
-    key = (device.id, name)
+    key = (device.id, name, kernel.ptr)  # (a build with other options: a function of its own)
     if need > _opted.get(key, 0):
         try:
             driver.funcSetAttribute(kernel.ptr, _MAX_DYNAMIC_SHARED, need)
