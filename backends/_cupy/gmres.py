@@ -86,8 +86,11 @@ STAGE_BYTES = 64 << 10
 # A dense A's own rows in each block's shared memory for the whole launch (gmres.cu's
 # a_cols: their first columns, as many as fit beside the kernel's static shared memory
 # and U's copy, at most A_CACHE_BYTES a block), where a warp takes a row: the product
-# reads them there instead of streaming A from L2 every column. 0 turns it off. Not yet
-# measured.
+# reads them there instead of streaming A from L2 every column. 0 turns it off. H100,
+# dense SPD 2049, whole solves (us an inner iteration, float32 / float64), two calls:
+# cached 12.40 / 14.23 and 12.07 / 14.24, not cached 14.31 / 16.81 and 13.91 / 16.41; the
+# product stage 4.43 -> 2.65 (whole rows, 131 KB a block) and 6.49 -> 4.55 (float64: ~1,400
+# of a row's 2,049 columns fit).
 A_CACHE_BYTES = 256 << 10
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _SHARED_SIZE = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES (the static shared memory)
@@ -97,10 +100,11 @@ _opted = memo("cuda.gmres.shared")  # (device id, name, function) -> dynamic byt
 _plans = memo("cuda.gmres.plans", limit=256)
 # One reduction a column (gmres.cu's "One reduction", pipe 2, its own instance) where the
 # two-barrier column keeps its rows in shared memory (a warp a row, restart <=
-# ONE_REDUCTION_RMAX, gmres.cu's CACHE_RMAX) and T is not complex128. H100, dense 2049
-# float32, whole solves (us an inner iteration): two reductions 15.64, one reduction in
-# the kernel of three forms 14.69 (its product 1.1 us slower: spills); as its own
-# instance, not yet measured.
+# ONE_REDUCTION_RMAX, gmres.cu's CACHE_RMAX) and T is not complex128. H100, dense 2049,
+# whole solves (us an inner iteration, float32 / float64): two reductions 15.64 / 18.51,
+# one reduction in the kernel of three forms 14.69 / 18.94 (its product 1.1 us slower:
+# spills), as its own instance without spills 14.31 / 16.81 against that kernel's 14.75 /
+# 19.11 in the same call (A not cached in either).
 ONE_REDUCTION_RMAX = 32
 PRESID_MAX = 4096  # the inner estimates one run may record (cycles_max * restart)
 CYCLES_MAX = 64  # the most cycles of one run
