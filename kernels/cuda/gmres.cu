@@ -292,11 +292,7 @@ tessera_gmres_run(const long long n, const int entry, const int restart,
     if (entry != E_INIT && st[W_STATUS] != double(S_RUNNING)) return;  // finished
     const long long chunk = (n + gridDim.x - 1) / gridDim.x;
     const long long row0 = min(n, (long long)blockIdx.x * chunk), row1 = min(n, row0 + chunk);
-    // (TG: a warp's dot products and reductions TG at a time, RowGrid's sweep and gather,
-    // the same bits: 4 in the instance of one reduction, whose registers allow it without
-    // spills; 1 in the others, where 4 spilled 100-180 bytes more)
-    RowGrid<T, WARP, BLOCK, ONE ? 4 : 1> g{bar, part, sums, n, row0, row1, (int)gridDim.x,
-                                            SLOTS, 0};
+    RowGrid<T, WARP, BLOCK> g{bar, part, sums, n, row0, row1, (int)gridDim.x, SLOTS, 0};
     const StoredOp<T, I, P> A{a_kind, a_lanes, a_val, a_idx, a_ptr, a_ld};
     const StoredOp<T, I, P> M{m_kind, m_lanes, m_val, m_idx, m_ptr, m_ld};
     const auto one = [](int) { return R(1); };  // (dots: no scaling)

@@ -13,7 +13,7 @@
 //     of the block count, which is fixed per solve); grid_sync_with(bar, blocks, worker,
 //     work): the same, one other thread of the block running work() during the wait.
 //   root(v): the correctly rounded square root in v's precision.
-//   RowGrid<T, WARP, BLOCK, TG>: a grid whose blocks own contiguous runs of rows (gmres.cu,
+//   RowGrid<T, WARP, BLOCK>: a grid whose blocks own contiguous runs of rows (gmres.cu,
 //     bicgstab.cu): partial sums, their reduction in every block, norms, products; its
 //     partial sums want part 16-byte aligned and slots a multiple of 16 / sizeof(T).
 // Layout and launch: as each kernel file says; every block of the grid is resident (a
@@ -130,7 +130,7 @@ __device__ __forceinline__ void grid_sync_with(unsigned long long *bar,
 // consecutive sums (one 16-byte load a block, four of them issued together), then a
 // warp a sum adds the g groups' totals; the order depends on count, blocks and
 // BLOCK only, so every block holds the same values and takes the same decisions.
-template <typename T, int WARP, int BLOCK, int TG = 1> struct RowGrid {
+template <typename T, int WARP, int BLOCK> struct RowGrid {
     static constexpr int WARPS = BLOCK / WARP;
     static constexpr int E = 16 / (int)sizeof(T);  // sums a 16-byte load (vec16<T>)
     unsigned long long *bar;
@@ -147,41 +147,18 @@ template <typename T, int WARP, int BLOCK, int TG = 1> struct RowGrid {
 
     // part[region][this block][k] = the sum over this block's rows i of term_of(k)(i),
     // for k < count <= slots: warp q takes k = q, q + WARPS, ..., its lanes over the rows
-    // (term_of(k) made once a sum, outside the loop over rows). TG > 1: a warp's sums TG
-    // at a time, their trees interleaved (each sum's terms and tree as before: the same
-    // bits; more registers).
+    // (term_of(k) made once a sum, outside the loop over rows).
     template <typename F> __device__ __forceinline__ void sweep(int count, F term_of)
     {
         const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
         T *mine = part + (long long)region * slots * blocks + (long long)blockIdx.x * slots;
-        if constexpr (TG == 1) {
-            for (int k = warp; k < count; k += WARPS) {
-                const auto term = term_of(k);
-                T acc = zero<T>();
+        for (int k = warp; k < count; k += WARPS) {
+            const auto term = term_of(k);
+            T acc = zero<T>();
 #pragma unroll 4
-                for (long long i = row0 + lane; i < row1; i += WARP) acc = add(acc, term(i));
-                acc = warp_sum<WARP>(acc);
-                if (lane == 0) mine[k] = acc;
-            }
-        } else {
-            for (int k0 = warp; k0 < count; k0 += TG * WARPS) {
-                T acc[TG];
-#pragma unroll
-                for (int u = 0; u < TG; ++u) {
-                    const int k = k0 + u * WARPS;
-                    acc[u] = zero<T>();
-                    if (k < count) {
-                        const auto term = term_of(k);
-#pragma unroll 4
-                        for (long long i = row0 + lane; i < row1; i += WARP)
-                            acc[u] = add(acc[u], term(i));
-                    }
-                }
-                warp_sums<WARP>(acc);
-#pragma unroll
-                for (int u = 0; u < TG; ++u)
-                    if (lane == 0 && k0 + u * WARPS < count) mine[k0 + u * WARPS] = acc[u];
-            }
+            for (long long i = row0 + lane; i < row1; i += WARP) acc = add(acc, term(i));
+            acc = warp_sum<WARP>(acc);
+            if (lane == 0) mine[k] = acc;
         }
     }
 
@@ -205,11 +182,10 @@ template <typename T, int WARP, int BLOCK, int TG = 1> struct RowGrid {
     }
 
     // sums[k] = the sum of every block's part[region][.][k], for k < count (past a grid
-    // barrier: reduce); the next reduction takes the other region. TG > 1: a warp's sums
-    // TG at a time in the last step, as sweep's (the same bits).
+    // barrier: reduce); the next reduction takes the other region.
     __device__ __forceinline__ void gather(int count)
     {
-        __shared__ T tot[BLOCK * E];  // group g's total of sum k at g * quads * E + k
+        __shared__ T totals[BLOCK * E];  // group g's total of sum k at g * quads * E + k
         const int quads = (count + E - 1) / E, groups = BLOCK / quads, width = quads * E;
         const int q = threadIdx.x % quads, grp = threadIdx.x / quads;
         const T *all = part + (long long)region * slots * blocks;
@@ -225,33 +201,15 @@ template <typename T, int WARP, int BLOCK, int TG = 1> struct RowGrid {
                 for (int e = 0; e < E; ++e) acc[e] = add(acc[e], v.v[e]);
             }
 #pragma unroll
-            for (int e = 0; e < E; ++e) tot[grp * width + q * E + e] = acc[e];
+            for (int e = 0; e < E; ++e) totals[grp * width + q * E + e] = acc[e];
         }
         __syncthreads();
         const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-        if constexpr (TG == 1) {
-            for (int k = warp; k < count; k += WARPS) {
-                T acc = zero<T>();
-                for (int j = lane; j < groups; j += WARP) acc = add(acc, tot[j * width + k]);
-                acc = warp_sum<WARP>(acc);
-                if (lane == 0) sums[k] = acc;
-            }
-        } else {
-            for (int k0 = warp; k0 < count; k0 += TG * WARPS) {
-                T acc[TG];
-#pragma unroll
-                for (int u = 0; u < TG; ++u) {
-                    const int k = k0 + u * WARPS;
-                    acc[u] = zero<T>();
-                    if (k < count)
-                        for (int j = lane; j < groups; j += WARP)
-                            acc[u] = add(acc[u], tot[j * width + k]);
-                }
-                warp_sums<WARP>(acc);
-#pragma unroll
-                for (int u = 0; u < TG; ++u)
-                    if (lane == 0 && k0 + u * WARPS < count) sums[k0 + u * WARPS] = acc[u];
-            }
+        for (int k = warp; k < count; k += WARPS) {
+            T acc = zero<T>();
+            for (int j = lane; j < groups; j += WARP) acc = add(acc, totals[j * width + k]);
+            acc = warp_sum<WARP>(acc);
+            if (lane == 0) sums[k] = acc;
         }
         region ^= 1;
         __syncthreads();

@@ -6,8 +6,6 @@
 //   tessera::warp_sum<WARP>(v): the sum over the WARP lanes, in lane 0 (a tree: lanes
 //     i and i + WARP/2, then i + WARP/4, ...; the order is fixed, so results repeat
 //     bit for bit on one device).
-//   tessera::warp_sums<WARP, B>(v): warp_sum of each element of the array v[B], the B
-//     trees interleaved (the same bits as B calls).
 //   tessera::warp_max<WARP>(v): the maximum, in lane 0.
 //   tessera::segment_sum<WARP>(v, width): the sum over each aligned group of width lanes
 //     (width a power of two <= WARP, the same in every lane; a run-time value), in the
@@ -96,17 +94,6 @@ template <int WARP, typename T> __device__ __forceinline__ T warp_sum(T v)
     for (int delta = WARP / 2; delta > 0; delta >>= 1)
         v = add(v, shfl_down<WARP>(v, delta));
     return v;
-}
-
-// warp_sum of each of v[0..B), their trees interleaved (B independent shuffle chains in
-// flight instead of one): each v[u] the same bits as warp_sum<WARP>(v[u]).
-template <int WARP, int B, typename T> __device__ __forceinline__ void warp_sums(T (&v)[B])
-{
-#pragma unroll
-    for (int delta = WARP / 2; delta > 0; delta >>= 1) {
-#pragma unroll
-        for (int u = 0; u < B; ++u) v[u] = add(v[u], shfl_down<WARP>(v[u], delta));
-    }
 }
 
 template <int WARP, typename T> __device__ __forceinline__ T shfl_down_w(T v, int delta, int width)
