@@ -348,7 +348,7 @@ def test_cuda_gmres_stages_u_only_for_a_dense_two_barrier_column_that_fits():
     dense, csr = _Stored(OP_DENSE, 32), _Stored(OP_CSR, 4)
     fits = cu.STAGE_BYTES // 8
     for a, n, pipelined in ((csr, 2049, True), (dense, 2049, False), (dense, fits + 1, True)):
-        assert cu.stage_bytes(None, "k", None, a, n, 8, pipelined, 512, 129, 132) == 0
+        assert cu.stage_bytes(None, None, a, n, 8, pipelined, 512, 129, 132) == 0
     assert cu.STAGE_BYTES >= 2049 * 16  # (the benchmarks' dense system, complex128 too)
 
 

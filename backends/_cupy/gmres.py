@@ -95,7 +95,7 @@ A_CACHE_BYTES = 256 << 10
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _SHARED_SIZE = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES (the static shared memory)
 _OPTIN = 97  # cudaDevAttrMaxSharedMemoryPerBlockOptin
-_opted = memo("cuda.gmres.shared")  # (device id, name, function) -> dynamic bytes allowed
+_opted = memo("cuda.gmres.shared")  # (device id, function) -> dynamic bytes allowed
 # (device id, n, dtype, restart, index types, A's and M's kinds, lanes, warp) -> _Plan
 _plans = memo("cuda.gmres.plans", limit=256)
 # One reduction a column (gmres.cu's "One reduction", pipe 2, its own instance) where the
@@ -149,7 +149,7 @@ def launch_shape(n: int, restart: int, itemsize: int) -> tuple:
     return False, STREAM_BLOCK, STREAM_BLOCKS_PER_SM
 
 
-def stage_bytes(kernel, name: str, device, a, n: int, itemsize: int, pipelined: bool,
+def stage_bytes(kernel, device, a, n: int, itemsize: int, pipelined: bool,
                 block: int, blocks: int, sms: int) -> int:
     """Dynamic shared memory a block for U (gmres.cu's stage_v; 0: not staged): n
     elements, in the two-barrier column of a dense A, where that is at most STAGE_BYTES,
@@ -158,15 +158,15 @@ def stage_bytes(kernel, name: str, device, a, n: int, itemsize: int, pipelined: 
     need = n * itemsize
     if not pipelined or a.kind != OP_DENSE or need > STAGE_BYTES:
         return 0
-    return need if _dynamic(kernel, name, device, need, block, blocks, sms) else 0
+    return need if _dynamic(kernel, device, need, block, blocks, sms) else 0
 
 
-def _dynamic(kernel, name: str, device, need: int, block: int, blocks: int, sms: int) -> bool:
+def _dynamic(kernel, device, need: int, block: int, blocks: int, sms: int) -> bool:
     """Whether the kernel may take ``need`` bytes of dynamic shared memory a block (asked
     for once: refused where they and the static shared memory pass the device's limit)
     with ``blocks`` blocks resident on ``sms`` multiprocessors."""
     driver = _cupy().cuda.driver
-    key = (device.id, name, kernel.ptr)  # (a build with other options: a function of its own)
+    key = (device.id, kernel.ptr)  # (a build: one name may have builds of other options)
     if need > _opted.get(key, 0):
         try:
             driver.funcSetAttribute(kernel.ptr, _MAX_DYNAMIC_SHARED, need)
@@ -188,13 +188,13 @@ def a_columns(a, n: int, rows: int, itemsize: int, block: int, warp: int, room: 
     return cols if cols == n else cols // warp * warp
 
 
-def shared_plan(kernel, name: str, device, a, n: int, itemsize: int, pipelined: bool,
+def shared_plan(kernel, device, a, n: int, itemsize: int, pipelined: bool,
                 block: int, blocks: int, sms: int, warp: int) -> tuple:
     """``(stage, a_cols, bytes)``: U's staged bytes (:func:`stage_bytes`), the columns of
     A's rows each block keeps (:func:`a_columns`: the room the device's per-block limit
     leaves beside the static shared memory and U's copy, 16-byte aligned) and the launch's
     dynamic shared memory a block; a_cols 0 where the grid would not stay resident."""
-    stage = stage_bytes(kernel, name, device, a, n, itemsize, pipelined, block, blocks, sms)
+    stage = stage_bytes(kernel, device, a, n, itemsize, pipelined, block, blocks, sms)
     base = -(-stage // 16) * 16
     rows = -(-n // blocks)
     cols = 0
@@ -206,8 +206,8 @@ def shared_plan(kernel, name: str, device, a, n: int, itemsize: int, pipelined: 
         except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError):
             room = 0
         cols = a_columns(a, n, rows, itemsize, block, warp, room)
-        if cols and not _dynamic(kernel, name, device, base + rows * cols * itemsize, block,
-                                 blocks, sms):
+        if cols and not _dynamic(kernel, device, base + rows * cols * itemsize, block, blocks,
+                                 sms):
             cols = 0
     return stage, cols, (base + rows * cols * itemsize) if cols else stage
 
@@ -256,7 +256,7 @@ def _plan(dev, n, dt, restart, index, a, lanes, warp) -> _Plan:
         if pipe != 2 or column_form(n, restart, dt, pipelined, block, blocks, warp) == 2:
             break
         pipe = 1  # (fewer blocks resident: rows past the cache)
-    stage, cols, shared = shared_plan(kernel, name, dev, a, n, dt.itemsize, pipelined, block,
+    stage, cols, shared = shared_plan(kernel, dev, a, n, dt.itemsize, pipelined, block,
                                       blocks, sms, warp)
     return _Plan(kernel, pipelined, pipe, block, blocks, stage, cols, shared)
 
