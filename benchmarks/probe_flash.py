@@ -95,6 +95,8 @@ def _rows(d, tdt, tiles, B=8, H=16, S=2048):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from tessera_array.random import dropout_keep_threshold
+
     g = torch.Generator(device="cuda").manual_seed(d + 1)
     q, k, v = (torch.randn((B, H, S, d), device="cuda", dtype=tdt, generator=g)
                for _ in range(3))
@@ -102,7 +104,7 @@ def _rows(d, tdt, tiles, B=8, H=16, S=2048):
     for causal in (False, True):
         flops = 4 * B * H * S * S * d / (2 if causal else 1)
         for p in (0.0, 0.1):
-            drop = None if p == 0 else (p, 1234, 0, math.floor(p * 2**32))
+            drop = None if p == 0 else (p, 1234, 0, dropout_keep_threshold(p))
 
             def theirs(causal=causal, p=p):
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):

@@ -21,15 +21,21 @@ rows, ``Sq`` query rows and ``Sk`` key columns is kept as follows (``seed`` and
 ``offset`` ints in [0, 2**64), ``0 <= dropout_p < 1``)::
 
     c         = (bh*Sq + i)*Sk + j                 (64-bit unsigned)
-    block     = c >> 2;  lane = c & 3
-    counter   = (block & 0xFFFFFFFF, block >> 32, offset & 0xFFFFFFFF, offset >> 32)
     key       = (seed & 0xFFFFFFFF, seed >> 32)
-    u         = philox4x32_10(counter, key)[lane]
-    threshold = floor(dropout_p * 2**32)           (dropout_keep_threshold)
-    keep      = u >= threshold
+    P(n)      = philox4x32_10((n & 0xFFFFFFFF, n >> 32, offset & 0xFFFFFFFF,
+                               offset >> 32), key)  (block n: four uint32 words)
+    b         = byte c & 15 of P(c >> 4)           (byte e of word l is byte 4 l + e,
+                                                    bits 8 e .. 8 e + 7 of the word)
+    r         = P(2**63 | (c >> 2))[c & 3]         (the refinement word)
+    threshold = floor(dropout_p * 2**40)           (dropout_keep_threshold)
+    keep      = b * 2**32 + r >= threshold
 
-so the decision is a pure function of ``(seed, offset, c)``: independent of tiling,
-independent across batch and head, and bit-identical on every backend.
+so an element drops with probability ``threshold / 2**40`` (``dropout_p`` to within
+2**-40), and the decision is a pure function of ``(seed, offset, c)``: independent of
+tiling, independent across batch and head, and bit-identical on every backend. The
+refinement word decides only where ``b == threshold >> 32`` (one element in 256), so a
+kernel computes one Philox block for sixteen elements and the rare refinement blocks
+beside them; the two sets of blocks are disjoint (``c >> 4 < 2**60 <= 2**63``).
 :func:`dropout_mask_reference` computes it with ``xp`` only.
 """
 
@@ -144,13 +150,14 @@ def _broadcast(a: tuple, b: tuple) -> tuple:
 
 
 def dropout_keep_threshold(dropout_p) -> int:
-    """``floor(dropout_p * 2**32)``: the uint32 threshold below which an element drops.
+    """``floor(dropout_p * 2**40)``: an element drops when its 40-bit word (the contract
+    above: its byte, then its refinement word) is below it.
 
     ``dropout_p`` is a real number in [0, 1); the product is exact in float64.
     """
     func = "dropout_keep_threshold"
     p = check_dropout_p(func, dropout_p)
-    return math.floor(p * 4294967296.0)
+    return math.floor(p * 1099511627776.0)
 
 
 def check_dropout_p(func: str, dropout_p) -> float:
@@ -213,12 +220,12 @@ def dropout_mask_reference(shape, dropout_p, *, seed, offset=0, device=None) -> 
     """The dropout keep mask of the contract above, computed with ``xp`` only.
 
     Same arguments and result as :func:`tessera_array.nn.dropout_mask` (bool Array of
-    ``shape``, True = keep); slow (one reference Philox call per four elements), for
+    ``shape``, True = keep); slow (every element's refinement word computed), for
     testing backends.
     """
     func = "dropout_mask_reference"
     shape = check_score_shape(func, shape)
-    threshold = math.floor(check_dropout_p(func, dropout_p) * 4294967296.0)
+    threshold = dropout_keep_threshold(check_dropout_p(func, dropout_p))
     seed = check_u64(func, seed, "seed")
     offset = check_u64(func, offset, "offset")
     dev = as_device(device, func)
@@ -227,21 +234,28 @@ def dropout_mask_reference(shape, dropout_p, *, seed, offset=0, device=None) -> 
         from ._creation_functions import ones
 
         return ones(shape, dtype=_dtypes.bool, device=dev)
-    u32 = _dtypes.uint32
-    nb = (n + 3) // 4
-    block = arange(nb, dtype=_dtypes.uint64, device=dev)
-    counter = stack(
-        [
-            astype(bitwise_and(block, _MASK), u32),
-            astype(bitwise_right_shift(block, 32), u32),
-            broadcast_to(asarray(offset & _MASK, dtype=u32, device=dev), (nb,)),
-            broadcast_to(asarray(offset >> 32, dtype=u32, device=dev), (nb,)),
-        ],
-        axis=-1,
-    )
-    key = asarray([seed & _MASK, seed >> 32], dtype=u32, device=dev)
-    u = reshape(philox4x32_10(counter, key), (nb * 4,))  # u[c] is lane c & 3 of block c >> 2
-    if nb * 4 != n:
-        u = u[:n]
-    return reshape(greater_equal(u, threshold), shape)
+    key = asarray([seed & _MASK, seed >> 32], dtype=_dtypes.uint32, device=dev)
 
+    def words(first: int, count: int) -> Array:
+        # the words of blocks first .. first + count - 1, in order: (4 count,) uint32
+        block = add(arange(count, dtype=_dtypes.uint64, device=dev), first)
+        u32 = _dtypes.uint32
+        counter = stack(
+            [
+                astype(bitwise_and(block, _MASK), u32),
+                astype(bitwise_right_shift(block, 32), u32),
+                broadcast_to(asarray(offset & _MASK, dtype=u32, device=dev), (count,)),
+                broadcast_to(asarray(offset >> 32, dtype=u32, device=dev), (count,)),
+            ],
+            axis=-1,
+        )
+        return reshape(philox4x32_10(counter, key), (count * 4,))
+
+    # b[c]: byte c & 15 of block c >> 4, that is byte c & 3 of word c >> 2 of the blocks
+    # from 0 in order
+    w = astype(words(0, (n + 15) // 16), _dtypes.uint64)
+    b = stack([bitwise_and(bitwise_right_shift(w, 8 * e), 0xFF) for e in range(4)], axis=-1)
+    b = reshape(b, ((n + 15) // 16 * 16,))[:n]
+    r = astype(words(1 << 63, (n + 3) // 4), _dtypes.uint64)[:n]  # r[c]: word c & 3 of 2**63 | c >> 2
+    u40 = add(multiply(b, 1 << 32), r)
+    return reshape(greater_equal(u40, threshold), shape)

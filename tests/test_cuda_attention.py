@@ -30,6 +30,7 @@ from tessera_array.backends.numpy import philox as np_philox
 import tessera_array as xp
 from tessera_array._dispatch import KernelRegistry
 from tessera_array.nn._reference import attention_backward_reference, attention_reference
+from tessera_array.random import dropout_keep_threshold
 
 BACKEND = _gate.require_backend("cuda")
 
@@ -162,7 +163,7 @@ class Problem:
         return q5, k5, v5, m5
 
     def threshold(self) -> int:
-        return math.floor(self.dropout[0] * 2.0**32)
+        return dropout_keep_threshold(self.dropout[0])
 
     def kw(self):
         dropout = self.dropout
@@ -264,14 +265,16 @@ MASK_CASES = [
     ((4, 1, 31), 12345, 2**32 + 7, 0.25),
     ((2, 2, 64, 64), 2**32, 2**40 + 3, 0.5),
     ((2, 8, 128, 300), 2**63 + 11, 5, 0.1),
-    ((5, 1, 1), 7, 0, 2.0**-32),
-    ((13, 6), 99, 3, 1 - 2.0**-32),
+    ((5, 1, 1), 7, 0, 2.0**-40),
+    ((13, 6), 99, 3, 1 - 2.0**-40),
+    ((3, 40, 48), 5, 6, 0.5 + 2.0**-8),  # t8 = 129, frac = 0: every tie keeps
+    ((3, 40, 50), 5, 6, 1e-3),  # t8 = 0: a kept tie's byte is 0
 ]
 
 
 @pytest.mark.parametrize("shape, seed, offset, p", MASK_CASES)
 def test_keep_range_matches_numpy(shape, seed, offset, p):
-    thr = math.floor(p * 2.0**32)
+    thr = dropout_keep_threshold(p)
     *lead, sq, sk = shape
     bh = math.prod(lead)
     got = mask_of(cu_philox.keep_range(DEVICE, seed, offset, thr, sq, sk, 0, bh))
@@ -282,8 +285,8 @@ def test_keep_range_matches_numpy(shape, seed, offset, p):
 @pytest.mark.parametrize("bh0", [2**30, 2**34 // 3, 2**40 + 1, 2**62 // (17 * 33)])
 def test_keep_range_counters_beyond_2_32_blocks(bh0):
     """Rows far out (block indices >= 2**32, high counter word used) stay bit-identical."""
-    sq, sk, seed, offset, thr = 17, 33, 0xDEADBEEFCAFEF00D, 5, 2**31 + 11
-    assert (bh0 * sq * sk) >> 2 >= 2**32
+    sq, sk, seed, offset, thr = 17, 33, 0xDEADBEEFCAFEF00D, 5, 2**39 + 11
+    assert (bh0 * sq * sk) >> 4 >= 2**32
     got = mask_of(cu_philox.keep_range(DEVICE, seed, offset, thr, sq, sk, bh0, 3))
     want = np_philox.keep_block(seed, offset, thr, sq, sk,
                                 np.arange(bh0, bh0 + 3, dtype=np.uint64), 0, sq, 0, sk)
@@ -301,18 +304,20 @@ def test_keep_range_matches_xp_reference():
 
     shape, seed, offset, p = (2, 3, 9, 11), 2**63 + 5, 2**33 + 1, 0.375
     ref = np.asarray(dropout_mask_reference(shape, p, seed=seed, offset=offset))
-    got = cu_philox.keep_range(DEVICE, seed, offset, math.floor(p * 2.0**32), 9, 11, 0, 6)
+    got = cu_philox.keep_range(DEVICE, seed, offset, dropout_keep_threshold(p), 9, 11, 0, 6)
     assert np.array_equal(mask_of(got).reshape(shape), ref)
 
 
 def test_philox_known_answer_through_the_mask():
-    """Random123's Philox4x32-10 known answer (ctr = key = 0): the mask of threshold
-    word+1 is False exactly where the lane's word is <= word."""
+    """Random123's Philox4x32-10 known answer (ctr = key = 0) through the mask's bytes:
+    element e has byte e & 3 of word e >> 2 of block 0, so at threshold (byte + 1) 2**32
+    it drops and at byte 2**32 it keeps, whatever its refinement word."""
     words = (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)  # Random123 kat_vectors
-    for lane, w in enumerate(words):
-        below = mask_of(cu_philox.keep_range(DEVICE, 0, 0, w + 1, 1, 4, 0, 1))[0, 0]
-        at = mask_of(cu_philox.keep_range(DEVICE, 0, 0, w, 1, 4, 0, 1))[0, 0]
-        assert not below[lane] and at[lane]
+    for e in range(16):
+        b = (words[e >> 2] >> (8 * (e & 3))) & 0xFF
+        below = mask_of(cu_philox.keep_range(DEVICE, 0, 0, (b + 1) << 32, 1, 16, 0, 1))[0, 0]
+        at = mask_of(cu_philox.keep_range(DEVICE, 0, 0, b << 32, 1, 16, 0, 1))[0, 0]
+        assert not below[e] and at[e]
 
 
 def _cuda_device():
@@ -330,7 +335,7 @@ def test_dropout_mask_launcher_equals_the_cpu_mask():
     cu_philox.register(registry, "cuda")
     launcher = registry.lookup("dropout_mask", "cuda", xp.bool)
     shape, seed, offset, p = (2, 3, 19, 21), 31337, 2**35, 0.1
-    thr = math.floor(p * 2.0**32)
+    thr = dropout_keep_threshold(p)
     got = launcher(shape, seed, offset, thr, device=_cuda_device())
     assert isinstance(got, cupy.ndarray) and got.shape == shape
     want = np.asarray(dropout_mask(shape, p, seed=seed, offset=offset))  # the CPU's
@@ -500,14 +505,14 @@ def test_backward_dropout_keeps_exactly_the_cpu_mask():
 
 
 def test_forward_dropout_counters_beyond_2_32_blocks():
-    """Heads far out (bh*Sq*Sk > 2**34: Philox blocks >= 2**32, the high counter word):
-    q, k and v are broadcast over 2**20 + 2**16 heads (stride 0, no copy), so every head
+    """Heads far out (bh*Sq*Sk > 2**36: Philox blocks >= 2**32, the high counter word):
+    q, k and v are broadcast over 2**22 + 2**16 heads (stride 0, no copy), so every head
     has the same probabilities and only its keep mask differs; a few heads against the
     CPU. The heads outnumber the grid's blocks (GRID_MAX): the grid-stride loop runs."""
-    nh, sq, sk = 2**20 + 2**16, 16, 1027
-    assert ((nh - 1) * sq * sk) >> 2 >= 2**32 and nh > cu_attention.GRID_MAX
+    nh, sq, sk = 2**22 + 2**16, 16, 1027
+    assert ((nh - 1) * sq * sk) >> 4 >= 2**32 and nh > cu_attention.GRID_MAX
     p, seed, offset = 0.3, 0xDEADBEEF12345678, 2**33 + 1
-    thr = math.floor(p * 2.0**32)
+    thr = dropout_keep_threshold(p)
     rng = np.random.default_rng(17)
     q1 = rng.standard_normal((1, sq, 4)).astype(np.float32)
     k1 = rng.standard_normal((1, sk, 4)).astype(np.float32)
@@ -531,25 +536,29 @@ def test_forward_dropout_counters_beyond_2_32_blocks():
 
 
 def test_dropout_counters_beyond_2_32_blocks_on_the_diagonal():
-    """One head, Sq = Sk = 2**17 + 5 and window (0, 0): query i sees key i alone (P = 1),
+    """One head, Sq = Sk = 2**18 + 5 and window (0, 0): query i sees key i alone (P = 1),
     so out_i = Z_ii v_i and dV_i = Z_ii dO_i exactly, with counters i*Sk + i up to past
-    2**34 (Philox blocks >= 2**32); the keep bits against the CPU's Philox."""
-    n = 2**17 + 5
-    assert ((n - 1) * n + n - 1) >> 2 >= 2**32
-    p, seed, offset = 0.25, 2**64 - 2**40 + 3, 2**32 - 1
-    thr = math.floor(p * 2.0**32)
+    2**36 (Philox blocks >= 2**32); the keep bits against the CPU's Philox."""
+    n = 2**18 + 5
+    assert ((n - 1) * n + n - 1) >> 4 >= 2**32
+    p, seed, offset = 0.25 + 2.0**-20, 2**64 - 2**40 + 3, 2**32 - 1
+    thr = dropout_keep_threshold(p)
     rng = np.random.default_rng(19)
     q, k = (rng.standard_normal((1, n, 2)).astype(np.float32) for _ in range(2))
     v, g = (rng.standard_normal((1, n, 1)).astype(np.float32) for _ in range(2))
     kw = {"scale": 0.7, "window": (0, 0), "dropout": (p, seed, offset, thr)}
     out, lse = cu_attention.attention_fwd(dev(q), dev(k), dev(v), **kw)
     c = np.arange(n, dtype=np.uint64) * np.uint64(n + 1)  # counters of (i, i)
-    block = c >> np.uint64(2)
+    block = c >> np.uint64(4)
     words = np.stack([block.astype(np.uint32), (block >> np.uint64(32)).astype(np.uint32),
                       np.full(n, offset & 0xFFFFFFFF, np.uint32),
                       np.full(n, offset >> 32, np.uint32)], axis=-1)
     u = np_philox.philox4x32_10(words, (seed & 0xFFFFFFFF, seed >> 32))
-    keep = u[np.arange(n), (c & np.uint64(3)).astype(np.intp)] >= thr
+    word = u[np.arange(n), ((c >> np.uint64(2)) & np.uint64(3)).astype(np.intp)]
+    byte = (word >> ((c & np.uint64(3)) * np.uint64(8)).astype(np.uint32)) & np.uint32(0xFF)
+    refine = np_philox.refine_words(c, offset, seed)
+    keep = (byte.astype(np.uint64) << np.uint64(32)) + refine.astype(np.uint64) >= np.uint64(thr)
+    assert (byte == thr >> 32).sum() > 100  # ties, decided by their refinement words
     assert keep[-1000:].mean() > 0.6 and not keep[-1000:].all()
     ks = np.float32(1.0 / (1.0 - p))
     assert np.array_equal(host(out)[0, :, 0], np.where(keep, ks * v[0, :, 0], 0))

@@ -27,29 +27,31 @@ import pytest
 from tessera_array.backends._common.layout import band
 from tessera_array.backends.numpy import philox as np_philox
 
+from tessera_array.random import dropout_keep_threshold
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCES = (ROOT / "kernels" / "cuda" / "flash_attention.cu",
            ROOT / "kernels" / "include" / "tessera" / "flash.cuh")
 WARP = 32
 
 PINS = [
-    # row layout (forward, dq): this lane's block, and the reading of its bits
+    # row layout (forward, dq): this lane's blocks, and the reading of its bits
     ("((unsigned long long)bh * sq + (unsigned long long)(r16 + g + 8 * (tq >> 1))) * "
-     "(unsigned long long)sk;"),
-    "kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);",
-    "const unsigned m = __shfl_sync(FULL, kb, (lane & ~3) | (2 * h + (tq >> 1)));",
-    "const int sh = (2 * tq) & 3;",
+     "(unsigned long long)sk + (unsigned long long)j0;"),
+    "kbits[k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);",
+    "const int p = b >> 1, tq = lane & 3;",
+    "const unsigned m = __shfl_sync(FULL, kbits[p >> 1], (lane & ~3) | (2 * h + (p & 1)));",
+    "const int sh = 8 * (b & 1) + 2 * tq;",
     "k0 = (m >> sh) & 1u;",
     "k1 = (m >> (sh + 1)) & 1u;",
     # dkdv's transposed layout
-    "const int r = g & 3;",
-    "const int jc = j0 + wrow + a * 16 + 4 * (g >> 2) + 8 * (r >> 1);",
-    "const int ic = i0 + b * 8 + 2 * tq + (r & 1);",
-    "(lane & ~12) | ((2 * h + e) << 2));",
-    "z = (mb >> (g & 3)) & 1u ? keep_scale : 0.0f;",
-    # keep_bits4: bit w is word w of the block of c >> 2
-    ("return (u.x >= key.threshold ? 1u : 0u) | (u.y >= key.threshold ? 2u : 0u) | "
-     "(u.z >= key.threshold ? 4u : 0u) | (u.w >= key.threshold ? 8u : 0u);"),
+    "const unsigned long long jc = (unsigned long long)(j0 + wrow + a * 16);",
+    "const int ic = i0 + ((8 * k + g) >> 1) * 8 + 2 * tq + (g & 1);",
+    "kbits[a][k] = keep16((((unsigned long long)bh * sq + (unsigned long long)ic) *",
+    "(unsigned long long)sk + jc) >> 4,",
+    "const int ce = 2 * b + e;",
+    "const unsigned mb = __shfl_sync(FULL, kbits[a][ce >> 3], (lane & 3) | ((ce & 7) << 2));",
+    "z = (mb >> (g + 8 * h)) & 1u ? keep_scale : 0.0f;",
     # the swizzle and the ldmatrix / cp.async addresses
     "return (unsigned)((r * (D / 8) + (c ^ (r & 7))) * 16);",
     "ldmatrix_x4(af[a], sA + swz<D>(r0 + a * 16 + (lane & 15), 2 * kk + (lane >> 4)));",
@@ -83,14 +85,13 @@ LANES = np.arange(WARP)
 G, TQ = LANES >> 2, LANES & 3
 
 
-def keep_bits4(c, seed, offset, thr):
-    """keep_bits4 of counters ``c`` (uint64 array): 4 bits, bit w = word w >= thr."""
-    block = c >> np.uint64(2)
-    words = np.stack([block.astype(np.uint32), (block >> np.uint64(32)).astype(np.uint32),
-                      np.full(c.shape, offset & 0xFFFFFFFF, np.uint32),
-                      np.full(c.shape, offset >> 32, np.uint32)], axis=-1)
-    u = np_philox.philox4x32_10(words, (seed & 0xFFFFFFFF, seed >> 32))
-    return ((u >= np.uint32(thr)) * np.array([1, 2, 4, 8])).sum(axis=-1).astype(np.int64)
+def keep16(n, seed, offset, thr):
+    """keep16 of blocks ``n`` (uint64 array): bit e keeps element 16 n + e (the CPU's
+    keep_block over the sixteen counters, one row of Sk = 16)."""
+    n = np.asarray(n, dtype=np.uint64)
+    flat = n.reshape(-1)
+    keep = np_philox.keep_block(seed, offset, thr, 1, 16, flat, 0, 1, 0, 16)[:, 0, :]
+    return (keep * (1 << np.arange(16))).sum(axis=-1).astype(np.int64).reshape(n.shape)
 
 
 def shfl(v, src):
@@ -98,11 +99,12 @@ def shfl(v, src):
     return np.take_along_axis(v, np.broadcast_to(src, v.shape), axis=-1)
 
 
-# (bh, Sq, Sk, first row of the 16-row tile, first key of the n-tiles): Sk % 4 == 0,
-# counters past 2**32 blocks included
-GEOMETRY = [(0, 64, 64, 0, 0), (3, 100, 128, 48, 64), (2**20 + 5, 4096, 2052, 4080, 2048),
-            (7, 33, 12, 16, 8)]
-KEYS = [(1234, 5, 0.1), (2**64 - 1, 2**63 + 3, 0.5), (77, 2**33, 0.3)]
+# (bh, Sq, Sk, first row of the 16-row tile, first key of the n-tiles): Sk % 16 == 0,
+# main blocks past 2**32 included
+GEOMETRY = [(0, 64, 64, 0, 0), (3, 100, 128, 48, 64), (2**22 + 5, 4096, 4112, 4080, 4096),
+            (7, 33, 16, 16, 0)]
+KEYS = [(1234, 5, 0.1), (2**64 - 1, 2**63 + 3, 0.5), (77, 2**33, 0.3), (9, 1, 0.5 + 2**-8),
+        (10, 2, 1e-3)]
 
 
 @pytest.mark.parametrize("seed, offset, p", KEYS)
@@ -110,55 +112,60 @@ KEYS = [(1234, 5, 0.1), (2**64 - 1, 2**63 + 3, 0.5), (77, 2**33, 0.3)]
 def test_row_layout_lanes_get_their_elements_keep_bits(bh, sq, sk, r16, j0, seed, offset, p):
     """Forward and dq: every lane's two elements of every n-tile, both rows, get the CPU
     mask's keep bits through the quad's shared blocks."""
-    thr = int(p * 2**32)
+    thr = dropout_keep_threshold(p)
     nt = 8  # n-tiles of the emulated tile (BN 64)
     rc = (np.uint64(bh) * np.uint64(sq) + (r16 + G + 8 * (TQ >> 1)).astype(np.uint64)) \
-        * np.uint64(sk)
-    cols = (j0 + np.arange(nt)[:, None] * 8 + 4 * (TQ & 1)).astype(np.uint64)  # (nt, 32)
-    kbits = keep_bits4(rc + cols, seed, offset, thr)  # (nt, 32): each lane's share
-    # the CPU's mask of the tile (rows past Sq and columns past Sk follow the same
-    # counter formula, as in the kernel, whose results there are never used)
+        * np.uint64(sk) + np.uint64(j0)
+    ks = np.arange(nt // 4)[:, None]
+    kbits = keep16((rc >> np.uint64(4)) + (2 * ks + (TQ & 1)).astype(np.uint64),
+                   seed, offset, thr)  # (nt / 4, 32): each lane's share
+    # the CPU's mask of the tile (rows past Sq follow the same counter formula, as in
+    # the kernel, whose results there are never used)
     mask = np_philox.keep_block(seed, offset, thr, sq, sk, bh, r16, r16 + 16, j0,
                                 j0 + 8 * nt)
     for h in (0, 1):
-        m = shfl(kbits, (LANES & ~3) | (2 * h + (TQ >> 1)))
-        sh = (2 * TQ) & 3
-        k0, k1 = (m >> sh) & 1, (m >> (sh + 1)) & 1
         for b in range(nt):
+            pp = b >> 1
+            m = shfl(kbits[pp >> 1], (LANES & ~3) | (2 * h + (pp & 1)))
+            sh = 8 * (b & 1) + 2 * TQ
+            k0, k1 = (m >> sh) & 1, (m >> (sh + 1)) & 1
             want0 = mask[G + 8 * h, 8 * b + 2 * TQ]
             want1 = mask[G + 8 * h, 8 * b + 2 * TQ + 1]
-            assert np.array_equal(k0[b].astype(bool), want0), (h, b)
-            assert np.array_equal(k1[b].astype(bool), want1), (h, b)
+            assert np.array_equal(k0.astype(bool), want0), (h, b)
+            assert np.array_equal(k1.astype(bool), want1), (h, b)
 
 
 @pytest.mark.parametrize("seed, offset, p", KEYS)
 @pytest.mark.parametrize("bh, sq, sk, j16, i0", GEOMETRY)
 def test_dkdv_lanes_get_their_elements_keep_bits(bh, sq, sk, j16, i0, seed, offset, p):
     """dkdv (rows are keys j, columns queries i): every lane's elements get the keep bits
-    of counter (bh Sq + i) Sk + j through the four lanes g & 3 that share the blocks."""
+    of counter (bh Sq + i) Sk + j through the eight lanes of one tq that share the
+    blocks."""
     if j16 + 16 > sk:
-        j16 = sk - 16 if sk >= 16 else 0
+        j16 = sk - 16
     if i0 + 64 > sq:
         i0 = max(0, sq - 64)
-    thr = int(p * 2**32)
+    thr = dropout_keep_threshold(p)
     nt = 8  # query n-tiles (BQ 64)
-    r = G & 3
-    jc = j16 + 4 * (G >> 2) + 8 * (r >> 1)  # a = 0, wrow = 0: the tile's first key j16
-    kbits = np.stack([keep_bits4((np.uint64(bh) * np.uint64(sq)
-                                  + (i0 + b * 8 + 2 * TQ + (r & 1)).astype(np.uint64))
-                                 * np.uint64(sk) + jc.astype(np.uint64), seed, offset, thr)
-                      for b in range(nt)])
-    mask = np_philox.keep_block(seed, offset, thr, sq, sk, bh, 0, sq, 0, sk)
+    jc = np.uint64(j16)  # a = 0, wrow = 0: the tile's first key j16
+    kbits = np.stack([keep16(((np.uint64(bh) * np.uint64(sq)
+                               + (i0 + ((8 * k + G) >> 1) * 8 + 2 * TQ + (G & 1))
+                               .astype(np.uint64)) * np.uint64(sk) + jc) >> np.uint64(4),
+                             seed, offset, thr)
+                      for k in range(nt // 4)])
+    rows = min(sq, i0 + 8 * nt + 8)
+    mask = np_philox.keep_block(seed, offset, thr, sq, sk, bh, 0, rows, 0, sk)
     for h in (0, 1):
         j = j16 + G + 8 * h
         for e in (0, 1):
-            mb = shfl(kbits, (LANES & ~12) | ((2 * h + e) << 2))
-            got = (mb >> (G & 3)) & 1
             for b in range(nt):
+                ce = 2 * b + e
+                mb = shfl(kbits[ce >> 3], (LANES & 3) | ((ce & 7) << 2))
+                got = (mb >> (G + 8 * h)) & 1
                 i = i0 + b * 8 + 2 * TQ + e
-                ok = (i < sq) & (j < sk)
-                want = mask[np.minimum(i, sq - 1), np.minimum(j, sk - 1)]
-                assert np.array_equal(got[b][ok].astype(bool), want[ok]), (h, e, b)
+                ok = i < sq
+                want = mask[np.minimum(i, rows - 1), j]
+                assert np.array_equal(got[ok].astype(bool), want[ok]), (h, e, b)
 
 
 def swz(r, c, d):

@@ -13,11 +13,14 @@ expressions (pinned below, as ``tests/test_flash_lanes.py`` pins the mma.sync ke
   draws, by the kernel's waits and arrivals on the full and empty mbarriers (the
   parities it names), never deadlock, never read a stage before its copies landed and
   never refill one a warpgroup still reads;
-- the dropout warpgroup: the keep words it makes (``keep_words``, from the Philox blocks
-  of the NumPy backend), decoded as a softmax thread decodes them (``WordKeeps``), are
-  the CPU's mask at every element of the thread's C layout, Sk % 4 zero or not; and its
-  ring of keep stages, run against both softmax warpgroups, neither deadlocks nor lets
-  a word be overwritten before both read it.
+- the dropout warpgroup: the keep bytes it writes into a keep stage (``keep_bytes``: the
+  Philox bytes, spread over the words of the row's four softmax threads by
+  ``__byte_perm``, its ties rewritten by their refinement words; ``keep_bytes_any``:
+  0xFF / 0x00 where Sk % 16 != 0), read and compared as a softmax thread does
+  (``ByteKeeps``, against ``keep_byte``), are the contract's keep decisions
+  (``philox.keep_block``) at every element of every thread's C layout; and its ring of
+  keep stages, run against both softmax warpgroups, neither deadlocks nor lets a word
+  be overwritten before both read it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import numpy as np
 import pytest
 from tessera_array.backends.numpy import philox
 from test_flash_lanes import _normal  # comments dropped, whitespace folded
+
+from tessera_array.random import dropout_keep_threshold
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "kernels" / "cuda" / "flash_attention_sm90.cu"
@@ -51,19 +56,58 @@ PINS = [
     "mbar_arrive(emptyK + 8 * s);",
     "mbar_arrive(emptyV + 8 * (s ^ 1u));",
     "mbar_wait(fullV + 8 * (n & 1u), (n >> 1) & 1u);",
-    # the keep words: the dropout warpgroup's rows, runs and bits, a softmax thread's read
-    "const int r0 = i0 + 16 * (x >> 4) + ((x >> 1) & 7), hq = x & 1;",
-    "unsigned *dst = kwords + 2 * x * NW;",
-    "(unsigned long long)(j0 + 64 * v + 4 * hq);",
-    "const unsigned k4 = keep_run4<AL4>(c0 + 8 * b, key);",
-    "const int sh = 4 * b + 2 * hr;",
-    "w[0][v] |= (k4 & 3u) << sh;",
-    "w[1][v] |= ((k4 >> 2) & 3u) << sh;",
-    "return ((lo | keep_bits4(c + 4, key) << 4) >> r) & 0xFu;",
-    "for (int v = 0; v < NW; ++v) dst[st * NW * THREADS + e * NW + v] = w[e][v];",
-    "keep.w[v] = kwords[st * NW * THREADS + threadIdx.x * NW + v];",
-    "const unsigned x = w[b >> 3] >> (4 * (b & 7));",
-    "for (int v = 0; v < NT / 8; ++v) r.w[v] = w[v] >> (2 * h);",
+    # the keep bytes: keep_byte, has_byte, keep_bytes (the bytes and the ties)
+    "return key.t8 ? key.t8 : 1u;",
+    "const unsigned x = w ^ tb;",
+    "return ((x - 0x01010101u) & ~x & 0x80808080u) != 0u ? 1u : 0u;",
+    "const unsigned tb = key.t8 * 0x01010101u;",
+    "const uint4 u = philox_block((c0 >> 4) + (unsigned long long)p, key);",
+    ("runs |= (has_byte(u.x, tb) | has_byte(u.y, tb) << 1 | has_byte(u.z, tb) << 2 |"
+     " has_byte(u.w, tb) << 3) << (4 * p);"),
+    "o.x = __byte_perm(u.x, u.z, 0x5410);",
+    "o.y = __byte_perm(u.x, u.z, 0x7632);",
+    "o.z = __byte_perm(u.y, u.w, 0x5410);",
+    "o.w = __byte_perm(u.y, u.w, 0x7632);",
+    "*reinterpret_cast<uint4 *>(d + p * THREADS) = o;",
+    "if (key.frac == 0u && key.t8 != 0u) return;",
+    "const int r = __ffs(runs) - 1;",
+    "runs &= runs - 1u;",
+    "const int p = r >> 2, q = r & 3;",
+    "const uint4 w = philox_block((1ull << 63) | ((c0 >> 2) + (unsigned long long)r), key);",
+    "for (int k = 0; k < 4; ++k) {",
+    "d + p * THREADS + 2 * (q & 1) + (k >> 1)) + 2 * (q >> 1) + (k & 1);",
+    "if (*a == key.t8) {",
+    "const bool keep = philox_lane(w, (unsigned)k) >= key.frac;",
+    "if (key.t8 ? !keep : keep) *a = (unsigned char)(key.t8 ? key.t8 - 1u : 1u);",
+    # keep_bytes_any (Sk % 16 != 0)
+    "const unsigned o = (unsigned)(c0 & 15);",
+    "unsigned lo = keep16(c0 >> 4, key);",
+    "const unsigned hi = o ? keep16((c0 >> 4) + (unsigned long long)(p + 1), key) : 0u;",
+    "const unsigned bits = ((lo | hi << 16) >> o) & 0xFFFFu;",
+    "lo = hi; if (!o && p + 1 < NT / 2) lo = keep16((c0 >> 4) + (unsigned long long)(p + 1), key);",
+    "word |= ((bits >> (8 * (y >> 1) + 2 * tq + (y & 1))) & 1u) * (0xFFu << (8 * y));",
+    "d[p * THREADS + tq] = word;",
+    # ByteKeeps: a softmax thread's compares
+    "const unsigned x = w[b >> 1];",
+    "const int s = b & 1;",
+    "k0 = (x << (24 - 16 * s)) >= kb24;",
+    "k1 = (x << (16 - 16 * s)) >= kb24;",
+    "for (int p = 0; p < NT / 2; ++p) r.w[p] = w[h][p];",
+    "r.kb24 = kb << 24;",
+    # the kernel: the dropout warpgroup's rows and words, a softmax thread's reads
+    "constexpr int KEEP_STAGES = 2;",
+    "constexpr int NP = NT / 2, NV = NT;",
+    "const int x = threadIdx.x - THREADS, hr = x & 1;",
+    ("const unsigned long long rowc = ((unsigned long long)bh * sq +"
+     " (unsigned long long)(i0 + 16 * (x >> 4) + ((x >> 1) & 7) + 8 * hr)) *"
+     " (unsigned long long)sk;"),
+    "unsigned *dst = kwords + hr * NP * THREADS + 2 * (x & ~1);",
+    "const unsigned n = (unsigned)(t - t_begin), st = n % KEEP_STAGES;",
+    "unsigned *d = dst + st * NV * THREADS;",
+    "const unsigned long long c0 = rowc + (unsigned long long)(t * BN);",
+    "if ((sk & 15) == 0) keep_bytes<NT>(d, c0, key); else keep_bytes_any<NT>(d, c0, key);",
+    "keep.w[h][p] = kwords[(st * NV + h * NP + p) * THREADS + threadIdx.x];",
+    "keep.kb = keep_byte(key);",
     # the keep ring's hand-over
     "mbar_wait(keepEmpty + 8 * st, (n / KEEP_STAGES - 1) & 1u);",
     "mbar_arrive(keepFull + 8 * st);",
@@ -280,60 +324,249 @@ def test_the_launcher_launches_the_dropout_warpgroup():
     assert flash.sm90_threads(True) == THREADS + KEEP_THREADS
 
 
-def _bits4(c, seed, offset, threshold):
-    """keep_bits4: bit w set where word w of Philox block c >> 2 is >= threshold."""
-    u = philox._blocks(np.array([c >> 2], dtype=np.uint64), 1, offset, seed)[0]
-    return sum(1 << w for w in range(4) if int(u[w]) >= threshold)
+KEEP_STAGES = 2  # the kernel's (pinned below)
+U32 = 0xFFFFFFFF
 
 
-def _run4(c, seed, offset, threshold):
-    """keep_run4<false>: the keep bits of counters c .. c + 3, for any c."""
-    lo = _bits4(c, seed, offset, threshold)
-    r = c & 3
-    if r == 0:
-        return lo
-    return ((lo | _bits4(c + 4, seed, offset, threshold) << 4) >> r) & 0xF
+def _philox(blocks, seed, offset):
+    """philox_block of each block index (uint64 array): uint32 (..., 4), the words x, y, z, w."""
+    blocks = np.asarray(blocks, dtype=np.uint64)
+    ctr = np.empty(blocks.shape + (4,), np.uint32)
+    ctr[..., 0] = blocks & np.uint64(U32)
+    ctr[..., 1] = blocks >> np.uint64(32)
+    ctr[..., 2] = offset & U32
+    ctr[..., 3] = offset >> 32
+    return philox.philox4x32_10(ctr, (seed & U32, seed >> 32))
 
 
-def _keep_words(x, bh, sq, sk, i0, j0, nt, seed, offset, threshold):
-    """keep_words of dropout thread x: {softmax thread: its NT / 8 words}."""
-    r0 = i0 + 16 * (x >> 4) + ((x >> 1) & 7)
-    hq = x & 1
-    w = [[0] * (nt // 8) for _ in range(2)]
-    for v in range(nt // 8):
-        for hr in range(2):
-            c0 = (bh * sq + r0 + 8 * hr) * sk + j0 + 64 * v + 4 * hq
-            for b in range(8):
-                k4 = _run4(c0 + 8 * b, seed, offset, threshold)
-                sh = 4 * b + 2 * hr
-                w[0][v] |= (k4 & 3) << sh
-                w[1][v] |= ((k4 >> 2) & 3) << sh
-    return {2 * x: w[0], 2 * x + 1: w[1]}
+def _byte_perm(a, b, sel):
+    """__byte_perm(a, b, sel): byte i of the result is byte (sel >> 4 i) & 7 of b:a."""
+    ab = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+    out = np.zeros(a.shape, np.uint64)
+    for i in range(4):
+        n = (sel >> (4 * i)) & 7
+        out |= ((ab >> np.uint64(8 * n)) & np.uint64(0xFF)) << np.uint64(8 * i)
+    return out.astype(np.uint32)
 
 
-@pytest.mark.parametrize("sk", [256, 250])  # Sk % 4 == 0 and not (keep_run4's two paths)
-def test_keep_words_decode_to_the_cpu_mask(sk):
-    seed, offset, threshold = 0x9E3779B97F4A7C15, 12345, int(0.3 * 2**32)
-    bh, sq, i0, j0, nt = 1, 300, 128, 128, 16  # the second row block, the second key tile
-    mask = philox.dropout_mask((2, sq, sk), seed, offset, threshold)[bh]
-    words = {}
-    for x in range(KEEP_THREADS):
-        words.update(_keep_words(x, bh, sq, sk, i0, j0, nt, seed, offset, threshold))
-    assert sorted(words) == list(range(THREADS))  # each softmax thread's words, once
-    checked = 0
-    for t, w in words.items():  # WordKeeps, as softmax thread t reads its elements
-        warp, lane = t // 32, t % 32
-        g, tq = lane >> 2, lane & 3
-        for h in range(2):
-            row = [v >> (2 * h) for v in w]
-            for b in range(nt):
-                bits = row[b >> 3] >> (4 * (b & 7))
-                for e in range(2):
-                    i, j = i0 + 16 * warp + g + 8 * h, j0 + 8 * b + 2 * tq + e
-                    if j < sk:
-                        assert bool(bits >> e & 1) == mask[i, j], (t, h, b, e)
-                        checked += 1
-    assert checked == 128 * min(128, sk - j0)
+def _has_byte(w, tb):
+    """has_byte: 1 where some byte of w equals t8 (uint32 arithmetic, wrapping)."""
+    x = w ^ np.uint32(tb)
+    return (((x - np.uint32(0x01010101)) & ~x & np.uint32(0x80808080)) != 0).astype(np.uint32)
+
+
+def _keep16(n, seed, offset, t8, frac):
+    """philox.cuh's keep16 of blocks n (uint64 array): the 16 keep bits (bit e: counter
+    16 n + e) as uint32, the ties decided by refine4's blocks 2**63 | 4 n + q."""
+    u = _philox(n, seed, offset)  # (..., 4)
+    b = u[..., :, None] >> (8 * np.arange(4, dtype=np.uint32)) & np.uint32(0xFF)  # (..., 4 q, 4 e)
+    keep = b > t8
+    if frac:
+        r = _philox((np.uint64(1 << 63) | (n[..., None] << np.uint64(2))) + np.arange(4, dtype=np.uint64),
+                    seed, offset)  # (..., 4 q, 4 k): word k of block 2**63 | 4 n + q
+        keep |= (b == t8) & (r >= np.uint32(frac))
+    else:
+        keep |= b == t8
+    return (keep.reshape(keep.shape[:-2] + (16,)).astype(np.uint32)
+            << np.arange(16, dtype=np.uint32)).sum(axis=-1, dtype=np.uint32)
+
+
+SEL = (0x5410, 0x7632)  # keep_bytes' __byte_perm selectors (pinned)
+
+
+def _dropout_warpgroup(kwords, t, t_begin, bh, sq, sk, i0, bn, seed, offset, threshold,
+                       sel=SEL, tie_addr=None):
+    """The dropout warpgroup's tile t into its keep stage of ``kwords`` (uint32, KEEP_STAGES
+    NV THREADS words, little-endian as shared memory): every thread x at once for the
+    Philox bytes, keep_bytes' refinement loop thread by thread. Returns the ties met (by
+    keep_bytes: kept, dropped) and the words written (each once: asserted)."""
+    nt = bn // 8
+    np_, nv = nt // 2, nt
+    t8, frac = threshold >> 32, threshold & U32
+    kbytes = kwords.view(np.uint8)
+    written = np.zeros(kwords.shape, np.int64)
+    x = np.arange(KEEP_THREADS)
+    hr = x & 1
+    rowc = (np.uint64(bh * sq) + (i0 + 16 * (x >> 4) + ((x >> 1) & 7) + 8 * hr).astype(
+        np.uint64)) * np.uint64(sk)
+    dst = hr * np_ * THREADS + 2 * (x & ~1)
+    n = t - t_begin
+    st = n % KEEP_STAGES
+    d = dst + st * nv * THREADS
+    c0 = rowc + np.uint64(t * bn)
+    kept = dropped = 0
+    if sk & 15 == 0:  # keep_bytes<NT>
+        assert not (c0 & np.uint64(15)).any()
+        tb = t8 * 0x01010101
+        runs = np.zeros(KEEP_THREADS, np.uint32)
+        for p in range(np_):
+            u = _philox((c0 >> np.uint64(4)) + np.uint64(p), seed, offset)
+            ux, uy, uz, uw = u.T
+            runs |= (_has_byte(ux, tb) | _has_byte(uy, tb) << 1 | _has_byte(uz, tb) << 2
+                     | _has_byte(uw, tb) << 3) << np.uint32(4 * p)
+            o = (_byte_perm(ux, uz, sel[0]), _byte_perm(ux, uz, sel[1]),
+                 _byte_perm(uy, uw, sel[0]), _byte_perm(uy, uw, sel[1]))
+            for e in range(4):  # the uint4 store at d + p THREADS
+                kwords[d + p * THREADS + e] = o[e]
+                written[d + p * THREADS + e] += 1
+        if frac != 0 or t8 == 0:
+            for xi in range(KEEP_THREADS):  # the refinement loop, a thread at a time
+                rr = int(runs[xi])
+                while rr:
+                    r = (rr & -rr).bit_length() - 1  # __ffs(runs) - 1
+                    rr &= rr - 1
+                    p, q = r >> 2, r & 3
+                    w = _philox(np.uint64((1 << 63) | ((int(c0[xi]) >> 2) + r)), seed, offset)
+                    for k in range(4):
+                        word = int(d[xi]) + p * THREADS + 2 * (q & 1) + (k >> 1)
+                        a = 4 * word + 2 * (q >> 1) + (k & 1)
+                        if tie_addr is not None:
+                            a = tie_addr(int(d[xi]), p, q, k)
+                        if kbytes[a] == t8:
+                            keep = int(w[k]) >= frac
+                            kept, dropped = kept + keep, dropped + (not keep)
+                            if (not keep) if t8 else keep:
+                                kbytes[a] = t8 - 1 if t8 else 1
+        else:  # every tie keeps, its byte untouched: count them for the callers
+            for p in range(np_):
+                wd = kwords[d[:, None] + p * THREADS + np.arange(4)]
+                kept += int((wd[..., None] >> (8 * np.arange(4, dtype=np.uint32)) & 0xFF
+                             == t8).sum())
+    else:  # keep_bytes_any<NT>
+        o = (c0 & np.uint64(15)).astype(np.uint32)
+        blk = c0 >> np.uint64(4)
+        k16 = [_keep16(blk + np.uint64(p), seed, offset, t8, frac) for p in range(np_ + 1)]
+        lo = k16[0]
+        for p in range(np_):
+            hi = np.where(o != 0, k16[p + 1], np.uint32(0))
+            bits = ((lo.astype(np.uint64) | hi.astype(np.uint64) << np.uint64(16))
+                    >> o.astype(np.uint64)) & np.uint64(0xFFFF)
+            lo = hi
+            if p + 1 < np_:
+                lo = np.where(o == 0, k16[p + 1], lo)
+            for tq in range(4):
+                word = np.zeros(KEEP_THREADS, np.uint64)
+                for y in range(4):  # byte y = 2 s + x: column 8 s + 2 tq + x
+                    word |= ((bits >> np.uint64(8 * (y >> 1) + 2 * tq + (y & 1))) & np.uint64(1)) \
+                        * np.uint64(0xFF << (8 * y))
+                kwords[d + p * THREADS + tq] = word.astype(np.uint32)
+                written[d + p * THREADS + tq] += 1
+    # each word of the stage once, no word of another stage
+    stage = np.zeros(kwords.shape, bool)
+    stage[st * nv * THREADS:(st + 1) * nv * THREADS] = True
+    assert (written[stage] == 1).all() and (written[~stage] == 0).all()
+    return kept, dropped
+
+
+def _softmax_warpgroups(kwords, t, t_begin, bn, threshold):
+    """Every softmax thread's ByteKeeps of tile t from its keep stage: the decisions at
+    each (row, column) of the 128 x BN tile (each element decided by one thread, once)."""
+    nt = bn // 8
+    np_, nv = nt // 2, nt
+    st = (t - t_begin) % KEEP_STAGES
+    t8 = threshold >> 32
+    kb = t8 if t8 else 1  # keep_byte
+    kb24 = np.uint32(kb << 24)
+    th = np.arange(THREADS)
+    warp, lane = th // 32, th % 32
+    g, tq = lane >> 2, lane & 3
+    dec = np.full((128, bn), -1, np.int64)
+    for h in range(2):
+        row = [kwords[(st * nv + h * np_ + p) * THREADS + th] for p in range(np_)]  # Row
+        for b in range(nt):
+            x = row[b >> 1]
+            s = b & 1
+            k0 = (x << np.uint32(24 - 16 * s)) >= kb24  # uint32: the high bits fall off
+            k1 = (x << np.uint32(16 - 16 * s)) >= kb24
+            for e, k in enumerate((k0, k1)):
+                i, j = 16 * warp + g + 8 * h, 8 * b + 2 * tq + e
+                assert (dec[i, j] == -1).all()
+                dec[i, j] = k
+    assert (dec >= 0).all()
+    return dec.astype(bool)
+
+
+def _tile_check(bh, sq, sk, i0, t, bn, dropout_p, t_begin=0, seed=0x9E3779B97F4A7C15,
+                offset=0x0123456789ABCDEF, **mutant):
+    """The consumer's decisions of tile (i0, t) against keep_block: every element of the
+    128 x BN tile (rows or columns past Sq or Sk too: their counters are the contract's
+    all the same). Returns (mismatches, kept ties, dropped ties)."""
+    threshold = dropout_keep_threshold(dropout_p)
+    kwords = np.full(KEEP_STAGES * bn // 8 * THREADS, 0xA5A5A5A5, dtype="<u4")
+    kept, dropped = _dropout_warpgroup(kwords, t, t_begin, bh, sq, sk, i0, bn, seed, offset,
+                                       threshold, **mutant)
+    got = _softmax_warpgroups(kwords, t, t_begin, bn, threshold)
+    want = philox.keep_block(seed, offset, threshold, sq, sk, bh, i0, i0 + 128, t * bn,
+                             (t + 1) * bn)
+    return int((got != want).sum()), kept, dropped
+
+
+P_CASES = [1e-3, 0.1, 0.5, 0.999]  # t8 0; t8 25, frac != 0; frac 0; t8 255
+
+
+@pytest.mark.parametrize("p", P_CASES)
+@pytest.mark.parametrize("bn", [64, 128])
+@pytest.mark.parametrize("sk, t", [(512, 1), (1024, 6), (16 * 37, 3)])  # Sk % 16 == 0
+def test_keep_bytes_are_the_contracts_decisions(sk, t, bn, p):
+    """keep_bytes (aligned rows: the Philox bytes, ties rewritten) and ByteKeeps: the
+    second row block, a later key tile (j0 > 0), t_begin 0 (both keep stages)."""
+    bad, kept, dropped = _tile_check(3, 300, sk, 128, t, bn, p)
+    assert bad == 0
+    assert kept + dropped > 0  # ties met
+    if p == 0.1:
+        assert kept > 0 and dropped > 0  # decided both ways by their refinement words
+
+
+@pytest.mark.parametrize("p", P_CASES)
+@pytest.mark.parametrize("bn", [64, 128])
+@pytest.mark.parametrize("sk, t", [(250, 1), (1000, 2), (77, 0), (4104, 5), (136, 1)])
+def test_keep_bytes_any_are_the_contracts_decisions(sk, t, bn, p):
+    """keep_bytes_any (Sk % 16 != 0: rows start anywhere in a block; 0xFF / 0x00)."""
+    bad, _, _ = _tile_check(2, 200, sk, 64, t, bn, p, t_begin=t % 2)
+    assert bad == 0
+
+
+@pytest.mark.parametrize("p", P_CASES)
+@pytest.mark.parametrize("sk", [4096, 4100])
+def test_keep_bytes_past_2_to_the_36(sk, p):
+    """Counters across 2**36 (block indices across 2**32, the counter's high word): the
+    tile's rows straddle it (Sk 4096), or one row does inside the tile (Sk 4100)."""
+    bn = 128
+    i0 = (1 << 36) // sk - 60
+    row, col = divmod(1 << 36, sk)  # counter 2**36 is element (row, col)
+    t = col // bn if sk % 16 else 3
+    bad, _, _ = _tile_check(0, i0 + 1000, sk, i0, t, bn, p, t_begin=1)
+    assert i0 <= row < i0 + 128
+    assert bad == 0
+
+
+def test_keep_bytes_ties_occur():
+    """The ties at p = 0.1 (t8 25, frac != 0): about one element in 256, the refinement
+    loop's work, met and decided both ways in a 128 x 128 tile."""
+    bad, kept, dropped = _tile_check(1, 1000, 1024, 256, 2, 128, 0.1)
+    assert bad == 0 and kept + dropped >= 20 and kept > 0 and dropped > 0
+
+
+@pytest.mark.parametrize("p", [1e-13])  # 0 < p < 2**-40: threshold 0 (t8 0, frac 0)
+def test_keep_bytes_at_threshold_zero(p):
+    """Every element keeps (the contract: b 2**32 + r >= 0; keep_block gives all True):
+    keep_bytes' early return for frac == 0 is for t8 >= 1 alone, so a byte 0 (one element
+    in 256) is rewritten to keep_byte(key) = 1 by the refinement loop."""
+    assert dropout_keep_threshold(p) == 0
+    assert _tile_check(3, 300, 500, 128, 1, 128, p)[0] == 0  # Sk % 16 != 0: fine
+    assert _tile_check(3, 300, 512, 128, 1, 128, p)[0] == 0  # Sk % 16 == 0
+
+
+@pytest.mark.parametrize("mutant", [
+    {"sel": (0x7632, 0x5410)},  # tq 0 and 1 swapped
+    {"sel": (0x5140, 0x7362)},  # s and x swapped in a word
+    {"tie_addr": lambda d, p, q, k: 4 * (d + p * THREADS + 2 * (q & 1) + (k & 1))
+     + 2 * (q >> 1) + (k >> 1)},  # the tie's column misplaced
+])
+def test_the_keep_bytes_model_catches_a_wrong_layout(mutant):
+    """The check fails a kernel whose bytes land at other columns than ByteKeeps reads."""
+    bad, _, _ = _tile_check(1, 1000, 1024, 256, 2, 128, 0.1, **mutant)
+    assert bad > 0
 
 
 def _keep_ring(t_count, stages, wrong=False):

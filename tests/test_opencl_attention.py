@@ -27,6 +27,7 @@ import tessera_array as xp
 from tessera_array._dispatch import KernelRegistry
 from tessera_array._errors import MissingCapabilityError
 from tessera_array.nn._reference import attention_backward_reference, attention_reference
+from tessera_array.random import dropout_keep_threshold
 
 cl, cla, CTX = _opencl_gate.opencl_context()
 
@@ -161,7 +162,7 @@ class Problem:
     def kw(self):
         dropout = self.dropout
         if dropout is not None:  # the launchers' (p, seed, offset, threshold)
-            dropout = dropout + (math.floor(dropout[0] * 2.0**32),)
+            dropout = dropout + (dropout_keep_threshold(dropout[0]),)
         return {"scale": self.scale, "causal": self.causal, "window": self.window,
                     "dropout": dropout}
 
@@ -206,7 +207,7 @@ class Problem:
             shape = (B, Hkv * G) + (self.q.shape[-2], self.k.shape[-2])
             kw["dropout_p"] = p
             kw["dropout_mask"] = xp.asarray(np_philox.dropout_mask(
-                shape, seed, offset, math.floor(p * 2.0**32)))
+                shape, seed, offset, dropout_keep_threshold(p)))
         out, lse = attention_reference(*f64, **kw)
         grads = attention_backward_reference(
             *f64, xp.asarray(self.dout.astype(np.float64)), **kw)
@@ -250,12 +251,15 @@ MASK_CASES = [
     ((2, 2, 64, 64), 2**32, 2**40 + 3, 0.5),
     ((5, 1, 1), 7, 0, 2.0**-32),
     ((13, 6), 99, 3, 1 - 2.0**-32),
+    ((3, 40, 50), 11, 4, 2.0**-40),  # threshold 1: byte 0 ties, decided by the refinement
+    ((3, 40, 50), 12, 5, 1 - 2.0**-40),  # threshold 2**40 - 1
+    ((3, 33, 47), 13, 6, 0.3),  # frac != 0: the ties (about 1 in 256) refine
 ]
 
 
 @pytest.mark.parametrize("shape, seed, offset, p", MASK_CASES)
 def test_keep_range_matches_numpy(shape, seed, offset, p):
-    thr = math.floor(p * 2.0**32)
+    thr = dropout_keep_threshold(p)
     *lead, sq, sk = shape
     bh = math.prod(lead)
     got = mask_of(cl_philox.keep_range(QUEUE, seed, offset, thr, sq, sk, 0, bh))
@@ -266,8 +270,8 @@ def test_keep_range_matches_numpy(shape, seed, offset, p):
 @pytest.mark.parametrize("bh0", [2**30, 2**34 // 3, 2**40 + 1, 2**62 // (17 * 33)])
 def test_keep_range_counters_beyond_2_32_blocks(bh0):
     """Rows far out (block indices >= 2**32, high counter word used) stay bit-identical."""
-    sq, sk, seed, offset, thr = 17, 33, 0xDEADBEEFCAFEF00D, 5, 2**31 + 11
-    assert (bh0 * sq * sk) >> 2 >= 2**32
+    sq, sk, seed, offset, thr = 17, 33, 0xDEADBEEFCAFEF00D, 5, 2**39 + 11
+    assert (bh0 * sq * sk) >> 4 >= 2**32
     got = mask_of(cl_philox.keep_range(QUEUE, seed, offset, thr, sq, sk, bh0, 3))
     want = np_philox.keep_block(seed, offset, thr, sq, sk,
                                 np.arange(bh0, bh0 + 3, dtype=np.uint64), 0, sq, 0, sk)
@@ -280,18 +284,29 @@ def test_keep_range_matches_xp_reference():
 
     shape, seed, offset, p = (2, 3, 9, 11), 2**63 + 5, 2**33 + 1, 0.375
     ref = np.asarray(dropout_mask_reference(shape, p, seed=seed, offset=offset))
-    got = cl_philox.keep_range(QUEUE, seed, offset, math.floor(p * 2.0**32), 9, 11, 0, 6)
+    got = cl_philox.keep_range(QUEUE, seed, offset, dropout_keep_threshold(p), 9, 11, 0, 6)
     assert np.array_equal(mask_of(got).reshape(shape), ref)
 
 
 def test_philox_known_answer_through_the_mask():
-    """Random123's Philox4x32-10 known answer (ctr = key = 0): the mask of threshold
-    word+1 is False exactly where the lane's word is <= word."""
+    """Random123's Philox4x32-10 known answer (ctr = key = 0) is block 0: element e < 16
+    has byte e of its words (byte e & 3 of word e >> 2). A threshold of b * 2**32 keeps
+    it (a tie with frac 0), (b + 1) * 2**32 drops it, and b * 2**32 + frac keeps it
+    exactly when its refinement word (word e & 3 of block 2**63 | e >> 2) is >= frac."""
     words = (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)  # Random123 kat_vectors
-    for lane, w in enumerate(words):
-        below = cl_philox.keep_range(QUEUE, 0, 0, w + 1, 1, 4, 0, 1).get()[0, 0]
-        at = cl_philox.keep_range(QUEUE, 0, 0, w, 1, 4, 0, 1).get()[0, 0]
-        assert not below[lane] and at[lane]
+    refine = np_philox.refine_words(np.arange(16, dtype=np.uint64), 0, 0)
+    for e in range(16):
+        b = (words[e >> 2] >> (8 * (e & 3))) & 0xFF
+        at = cl_philox.keep_range(QUEUE, 0, 0, b << 32, 1, 16, 0, 1).get()[0, 0]
+        assert at[e]
+        if b < 255:
+            above = cl_philox.keep_range(QUEUE, 0, 0, (b + 1) << 32, 1, 16, 0, 1).get()[0, 0]
+            assert not above[e]
+        r = int(refine[e])
+        for frac in (r, r + 1):
+            if 0 < frac < 2**32:
+                tie = cl_philox.keep_range(QUEUE, 0, 0, (b << 32) | frac, 1, 16, 0, 1).get()
+                assert tie[0, 0, e] == (r >= frac)
 
 
 def test_dropout_mask_launcher_on_opencl_device():
@@ -304,7 +319,7 @@ def test_dropout_mask_launcher_on_opencl_device():
     cl_philox.register(registry, "opencl")
     launcher = registry.lookup("dropout_mask", "opencl", xp.bool)
     shape, seed, offset, p = (2, 3, 19, 21), 31337, 2**35, 0.2
-    thr = math.floor(p * 2.0**32)
+    thr = dropout_keep_threshold(p)
     got = launcher(shape, seed, offset, thr, device=devs[0])
     assert isinstance(got, cla.Array) and got.shape == shape
     want = np.asarray(dropout_mask(shape, p, seed=seed, offset=offset))  # the CPU's
@@ -391,7 +406,7 @@ def test_forward_dropout_keeps_exactly_the_cpu_mask():
     pb = Problem(6, B=2, Hkv=3, Sq=sq, Sk=sk, D=8, Dv=sk, dropout=(p, seed, offset))
     pb.v[...] = np.eye(sk, dtype=np.float32)
     out, _ = pb.opencl_fwd()
-    keep = np_philox.dropout_mask((2, 3, sq, sk), seed, offset, math.floor(p * 2.0**32))
+    keep = np_philox.dropout_mask((2, 3, sq, sk), seed, offset, dropout_keep_threshold(p))
     assert np.array_equal(out.reshape(keep.shape) != 0, keep)
 
 
@@ -403,7 +418,7 @@ def test_backward_dropout_keeps_exactly_the_cpu_mask():
     pb.dout[...] = np.eye(sq, dtype=np.float32)
     out, lse = pb.numpy_fwd()
     _, _, dv = pb.opencl_bwd(out, lse)
-    keep = np_philox.dropout_mask((2, 3, sq, sk), seed, offset, math.floor(p * 2.0**32))
+    keep = np_philox.dropout_mask((2, 3, sq, sk), seed, offset, dropout_keep_threshold(p))
     assert np.array_equal(np.swapaxes(dv, -1, -2).reshape(keep.shape) != 0, keep)
 
 

@@ -64,8 +64,34 @@ def _u32(a, device) -> xp.Array:
 
 
 def _threshold(p: float) -> int:
-    """floor(p * 2**32), computed exactly with fractions (independent of the library)."""
-    return math.floor(Fraction(p) * (1 << 32))
+    """floor(p * 2**40), computed exactly with fractions (independent of the library)."""
+    return math.floor(Fraction(p) * (1 << 40))
+
+
+def _words(block: np.ndarray, seed: int, offset: int, device) -> np.ndarray:
+    """Reference Philox words of blocks ``block`` (uint64 array): (len, 4) uint32."""
+    counter = np.empty((block.size, 4), np.uint32)
+    counter[:, 0] = block & np.uint64(0xFFFFFFFF)
+    counter[:, 1] = block >> np.uint64(32)
+    counter[:, 2] = offset & 0xFFFFFFFF
+    counter[:, 3] = offset >> 32
+    key = _u32([seed & 0xFFFFFFFF, seed >> 32], device)
+    return _np(xr.philox4x32_10(_u32(counter, device), key))
+
+
+def _keep_of_counters(c: np.ndarray, p: float, seed: int, offset: int, device) -> np.ndarray:
+    """The contract's keep decision of each element counter ``c`` (uint64), element by
+    element: byte c & 15 of block c >> 4 and the refinement word of block 2**63 | c >> 2,
+    as one 40-bit number against floor(p * 2**40)."""
+    c = c.reshape(-1)
+    main = _words(c >> np.uint64(4), seed, offset, device)
+    word = np.take_along_axis(main, ((c >> np.uint64(2)) & np.uint64(3)).astype(np.intp)[:, None],
+                              axis=1)[:, 0]
+    byte = (word >> ((c & np.uint64(3)) * np.uint64(8)).astype(np.uint32)) & np.uint32(0xFF)
+    refine = _words((c >> np.uint64(2)) | np.uint64(1 << 63), seed, offset, device)
+    r = np.take_along_axis(refine, (c & np.uint64(3)).astype(np.intp)[:, None], axis=1)[:, 0]
+    u40 = [(int(b) << 32) | int(w) for b, w in zip(byte, r)]
+    return np.asarray([u >= _threshold(p) for u in u40], dtype=bool)
 
 
 def _contract_mask(shape, p, seed, offset, device) -> np.ndarray:
@@ -75,17 +101,7 @@ def _contract_mask(shape, p, seed, offset, device) -> np.ndarray:
     b, i, j = np.meshgrid(np.arange(bh, dtype=np.uint64), np.arange(sq, dtype=np.uint64),
                           np.arange(sk, dtype=np.uint64), indexing="ij")
     c = ((b * np.uint64(sq) + i) * np.uint64(sk) + j).reshape(-1)
-    block = c >> np.uint64(2)
-    lane = (c & np.uint64(3)).astype(np.intp)
-    counter = np.empty((c.size, 4), np.uint32)
-    counter[:, 0] = block & np.uint64(0xFFFFFFFF)
-    counter[:, 1] = block >> np.uint64(32)
-    counter[:, 2] = offset & 0xFFFFFFFF
-    counter[:, 3] = offset >> 32
-    key = _u32([seed & 0xFFFFFFFF, seed >> 32], device)
-    words = _np(xr.philox4x32_10(_u32(counter, device), key))
-    u = np.take_along_axis(words, lane[:, None], axis=1)[:, 0]
-    return (u >= _threshold(p)).reshape(shape)
+    return _keep_of_counters(c, p, seed, offset, device).reshape(shape)
 
 
 # ---- Philox4x32-10 ----------------------------------------------------------------------
@@ -166,7 +182,7 @@ def test_philox_bad_input(device):
 @pytest.mark.parametrize("p", [0.0, 1e-12, 0.1, 0.2, 0.5, 0.9, 1 - 2**-40, 0.999999])
 def test_dropout_keep_threshold(p):
     t = xr.dropout_keep_threshold(p)
-    assert type(t) is int and t == _threshold(p) and 0 <= t < 1 << 32
+    assert type(t) is int and t == _threshold(p) and 0 <= t < 1 << 40
 
 
 # ---- dropout_mask ----------------------------------------------------------------------
@@ -273,20 +289,47 @@ def test_keep_block_tiles_reassemble_the_mask(rng, sq, sk):
 
 
 def test_keep_block_block_index_high_word():
-    # Tiles whose Philox block index crosses 2**32 (counter c crosses 2**34).
+    # Tiles whose Philox block indices cross 2**32 (counter c crosses 2**36 for the main
+    # blocks, 2**34 for the refinement blocks' low word).
     sq = sk = 1000
-    bh = (1 << 34) // (sq * sk)
-    seed, offset, thr = 7, 9, 1 << 31
-    t = np_philox.keep_block(seed, offset, thr, sq, sk, bh, 860, 880, 0, sk)
-    c = (bh * sq + np.arange(860, 880, dtype=np.uint64)[:, None]) * np.uint64(sk) + np.arange(
-        sk, dtype=np.uint64)
-    block = c >> np.uint64(2)
-    assert (block >> np.uint64(32)).min() == 0 and (block >> np.uint64(32)).max() == 1
-    ctr = np.stack([block & np.uint64(0xFFFFFFFF), block >> np.uint64(32),
-                    np.full_like(block, offset), np.zeros_like(block)], axis=-1).astype(np.uint32)
-    words = _np(xr.philox4x32_10(xp.asarray(ctr.reshape(-1, 4)), _u32([seed, 0], "cpu")))
-    u = np.take_along_axis(words, (c & np.uint64(3)).astype(np.intp).reshape(-1, 1), axis=1)
-    np.testing.assert_array_equal(t, (u[:, 0] >= thr).reshape(t.shape))
+    seed, offset = 7, 9
+    p = 0.5 + 1 / 512  # threshold >> 32 = 128 with a nonzero fraction: ties refine
+    thr = xr.dropout_keep_threshold(p)
+    for c_at in (1 << 34, 1 << 36):
+        bh = c_at // (sq * sk)
+        i0 = (c_at - bh * sq * sk) // sk - 10
+        t = np_philox.keep_block(seed, offset, thr, sq, sk, bh, i0, i0 + 20, 0, sk)
+        c = (bh * sq + np.arange(i0, i0 + 20, dtype=np.uint64)[:, None]) * np.uint64(sk) + \
+            np.arange(sk, dtype=np.uint64)
+        assert c.min() < c_at <= c.max()
+        np.testing.assert_array_equal(t, _keep_of_counters(c, p, seed, offset, "cpu").reshape(t.shape))
+
+
+def test_ties_refine(device):
+    # About one element in 256 ties on its byte; they are decided by the refinement word,
+    # and a threshold with no fraction keeps every tie.
+    shape, seed, offset = (2, 64, 200), 11, 3
+    c = np.arange(math.prod(shape), dtype=np.uint64)
+    main = _words(c[::16] >> np.uint64(4), seed, offset, "cpu")
+    byte = main.view(np.uint8).reshape(-1)[: c.size] if np.little_endian else None
+    if byte is None:  # pragma: no cover
+        pytest.skip("byte view of the words assumes a little-endian host")
+    for t8 in (25, 128):
+        ties = byte == t8
+        assert 20 < ties.sum() < 200
+        for frac in (0, 1 << 31, 0xFFFFFFFF):
+            p = ((t8 << 32) + frac) / 2**40
+            if _threshold(p) != (t8 << 32) + frac:  # not exact in float64
+                continue
+            m = _np(nn.dropout_mask(shape, p, seed=seed, offset=offset, device=device)).reshape(-1)
+            np.testing.assert_array_equal(m[byte > t8], True)
+            np.testing.assert_array_equal(m[byte < t8], False)
+            expected = _keep_of_counters(c[ties], p, seed, offset, "cpu")
+            np.testing.assert_array_equal(m[ties], expected)
+            if frac == 0:
+                assert m[ties].all()
+            elif frac == 1 << 31:
+                assert 0 < m[ties].sum() < ties.sum()
 
 
 def test_dropout_mask_is_registered():

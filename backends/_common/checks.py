@@ -95,8 +95,9 @@ def attention_dtypes(func: str, q, k, v, mask, grads=(), *, accumulators) -> np.
 
 def dropout_counters(bh0: int, nbh: int, sq: int, sk: int) -> tuple:
     """``(c0, n, blocks)`` of the dropout keep mask of score rows ``bh0 .. bh0+nbh-1``: the
-    first element counter, the element count and the Philox blocks they touch (see
-    ``kernels/cuda/philox.cu``); ValueError when the counters would pass 2**64."""
+    first element counter, the element count and the main Philox blocks (sixteen
+    elements each) they touch (see ``kernels/cuda/philox.cu``); ValueError when the
+    counters would pass 2**64."""
     n = nbh * sq * sk
     c0 = bh0 * sq * sk
     if c0 + n > 1 << 64:
@@ -104,5 +105,5 @@ def dropout_counters(bh0: int, nbh: int, sq: int, sk: int) -> tuple:
             "dropout_mask: the element counters must stay below 2**64. "
             f"Received: bh0={bh0}, nbh={nbh}, Sq={sq}, Sk={sk}"
         )
-    blocks = ((c0 + n - 1) >> 2) - (c0 >> 2) + 1 if n else 0
+    blocks = ((c0 + n - 1) >> 4) - (c0 >> 4) + 1 if n else 0
     return c0, n, blocks

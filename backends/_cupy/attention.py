@@ -173,7 +173,8 @@ def _common_args(device, q, k, v, mask, lead, scale, causal, window, dropout, ac
             tab, q, *_strides(q, -2, -1), k, *_strides(k, -2, -1), v, *_strides(v, -2, -1),
             np.int32(kind), bmask, amask, m_sr, m_sc, lo, hi, acc.type(scale),
             np.int32(drop), np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
-            np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32), np.uint32(threshold),
+            np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32),
+            np.uint32(threshold >> 32), np.uint32(threshold & 0xFFFFFFFF),
             acc.type(keep_scale))
 
 

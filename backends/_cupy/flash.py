@@ -214,7 +214,8 @@ def _args(device, blocks_per_bh, q, k, v, mask, lead, scale, causal, window, dro
             q, _strides(q, -2, -1)[0], k, _strides(k, -2, -1)[0], v, _strides(v, -2, -1)[0],
             np.int32(kind), bmask, amask, m_sr, m_sc, lo, hi, np.float32(scale),
             np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
-            np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32), np.uint32(threshold),
+            np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32),
+            np.uint32(threshold >> 32), np.uint32(threshold & 0xFFFFFFFF),
             np.float32(keep_scale))
 
 

@@ -24,7 +24,7 @@ __all__ = ["BLOCK", "dropout_mask", "keep_range", "register"]
 
 FILE = "philox.cu"
 KERNEL = "tessera_dropout_mask"
-BLOCK = 256  # threads per block, one Philox block (four mask elements) each
+BLOCK = 256  # threads per block, one Philox block (sixteen mask elements) each
 GRID_MAX = 1 << 20  # blocks at most; the kernel's grid-stride loop covers the rest
 _MASK32 = 0xFFFFFFFF
 
@@ -33,7 +33,7 @@ def keep_range(device, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
                bh0: int, nbh: int):
     """The keep mask (bool ``cupy.ndarray``, ``(nbh, Sq, Sk)``) of score rows ``bh0 ..``.
 
-    ``device`` is a ``cupy.cuda.Device``; ``threshold`` is ``floor(dropout_p * 2**32)``
+    ``device`` is a ``cupy.cuda.Device``; ``threshold`` is ``floor(dropout_p * 2**40)``
     (0 keeps everything).
     """
     with device:
@@ -49,8 +49,8 @@ def keep_range(device, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
         kernel = _kernels.function(FILE, KERNEL, device)
         kernel((grid,), (BLOCK,), (
             np.uint64(c0), np.uint64(n), np.uint32(seed & _MASK32), np.uint32(seed >> 32),
-            np.uint32(offset & _MASK32), np.uint32(offset >> 32), np.uint32(threshold),
-            out))
+            np.uint32(offset & _MASK32), np.uint32(offset >> 32), np.uint32(threshold >> 32),
+            np.uint32(threshold & _MASK32), out))
         return out
 
 

@@ -231,9 +231,14 @@ hmax_f64(vf64 x)
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
+/* The keep contract (tessera_array/random.py's module docstring): element counter
+ * c = (bh*Sq + i)*Sk + j keeps when b * 2**32 + r >= threshold = floor(p * 2**40), b byte
+ * c & 15 of block c >> 4 (byte e of word l is byte 4 l + e), r the refinement word (word
+ * c & 3 of block 2**63 | c >> 2), needed only when b == threshold >> 32. */
 typedef struct {
     int on;             /* dropout applies (else the keep mask is all ones, scale 1) */
-    uint32_t threshold; /* keep when the word >= threshold */
+    uint32_t t8;        /* threshold >> 32: a byte above it keeps, below it drops */
+    uint32_t frac;      /* threshold & 0xFFFFFFFF: a tie keeps when its refinement word >= frac */
     uint64_t seed, offset, bh;
     int64_t sq, sk;
 } Dropout;
@@ -267,17 +272,45 @@ philox_blocks(uint64_t b0, int64_t nb, uint64_t offset, uint64_t seed, uint32_t 
     }
 }
 
-/* The keep decisions of row i, keys [j0, j0 + w) into keep[0 .. w) (1 keep, 0 drop);
- * u: scratch of 4 * (w / 4 + 2) words. */
+/* The keep decisions of row i, keys [j0, j0 + w) into keep[0 .. w) (1 keep, 0 drop): one
+ * Philox block per 16 keys (byte c & 15 of block c >> 4 against t8), then, for the ties
+ * only (one key in 256), the refinement word (word c & 3 of block 2**63 | c >> 2) against
+ * frac; u: scratch of 4 * ((w + 15) / 16 + 1) words (the row's main blocks: it may start
+ * at any byte of the first; the callers' 4 * (bk / 4 + 3) words for w <= bk cover it). */
 static void TESSERA_CLONES
 keep_row(const Dropout *dr, int64_t i, int64_t j0, int64_t w, uint32_t *u, uint8_t *keep)
 {
     uint64_t c = ((dr->bh * (uint64_t)dr->sq) + (uint64_t)i) * (uint64_t)dr->sk + (uint64_t)j0;
-    uint64_t first = c >> 2, last = (c + (uint64_t)w - 1) >> 2;
+    uint64_t first = c >> 4, last = (c + (uint64_t)w - 1) >> 4;
     philox_blocks(first, (int64_t)(last - first + 1), dr->offset, dr->seed, u);
-    const uint32_t *lane = u + (c & 3);
-    for (int64_t t = 0; t < w; t++)
-        keep[t] = lane[t] >= dr->threshold;
+    const uint32_t t8 = dr->t8, frac = dr->frac;
+    const int64_t e0 = (int64_t)(c & 15); /* key j0's byte in the first block */
+    if (frac == 0) {
+        /* b * 2**32 + r >= t8 * 2**32 exactly when b >= t8: no refinement word. */
+        for (int64_t t = 0; t < w; t++) {
+            int64_t e = e0 + t;
+            keep[t] = ((u[e >> 2] >> (8 * (e & 3))) & 0xFFu) >= t8;
+        }
+        return;
+    }
+    /* 1 keep, 0 drop, 2 a tie (decided below). */
+    int ties = 0;
+    for (int64_t t = 0; t < w; t++) {
+        int64_t e = e0 + t;
+        uint32_t b = (u[e >> 2] >> (8 * (e & 3))) & 0xFFu;
+        keep[t] = (uint8_t)((b > t8) | ((b == t8) << 1));
+        ties |= b == t8;
+    }
+    if (!ties)
+        return;
+    for (int64_t t = 0; t < w; t++) {
+        if (keep[t] != 2)
+            continue;
+        uint64_t ct = c + (uint64_t)t;
+        uint32_t r4[4];
+        philox_blocks(((uint64_t)1 << 63) | (ct >> 2), 1, dr->offset, dr->seed, r4);
+        keep[t] = r4[ct & 3] >= frac;
+    }
 }
 
 /* One forward work item: query rows [i0, i1) of one head. */
@@ -364,17 +397,26 @@ py_set_blas(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* The dropout state of one call (the Python side's threshold, seed, offset and head). */
-static void
-dropout_set(Dropout *dr, unsigned int threshold, unsigned long long seed,
+/* The dropout state of one call (the Python side's threshold = floor(p * 2**40), seed,
+ * offset and head). Returns 0, with a ValueError set, for a threshold off [0, 2**40). */
+static int
+dropout_set(Dropout *dr, unsigned long long threshold, unsigned long long seed,
             unsigned long long offset, unsigned long long bh, Py_ssize_t sq, Py_ssize_t sk)
 {
-    dr->threshold = threshold;
+    if (dr->on && threshold >> 40) {
+        PyErr_Format(PyExc_ValueError,
+                     "_attention_c: the dropout threshold must be in [0, 2**40). Received: %llu",
+                     threshold);
+        return 0;
+    }
+    dr->t8 = (uint32_t)(threshold >> 32);
+    dr->frac = (uint32_t)threshold;
     dr->seed = seed;
     dr->offset = offset;
     dr->bh = bh;
     dr->sq = sq;
     dr->sk = sk;
+    return 1;
 }
 
 /* Whether set_blas gave the GEMM of this dtype (else a RuntimeError naming `what`). */
@@ -394,22 +436,22 @@ py_fwd(PyObject *self, PyObject *args)
     int f64;
     Py_ssize_t q, k, v, out, lse;
     unsigned long long seed, offset, bh;
-    unsigned int threshold;
+    unsigned long long threshold;
     memset(&a, 0, sizeof a);
-    if (!PyArg_ParseTuple(args, "innnnnnnnnnn" "nnnnnn" "dLL" "nn" "pIKKKd",
+    if (!PyArg_ParseTuple(args, "innnnnnnnnnn" "nnnnnn" "dLL" "nn" "pKKKKd",
                           &f64, &q, &a.qs0, &a.qs1, &k, &a.ks0, &a.ks1, &v, &a.vs0, &a.vs1,
                           &out, &lse, &a.sq, &a.sk, &a.d, &a.dv, &a.i0, &a.i1, &a.scale,
                           &a.lo, &a.hi, &a.bm, &a.bk, &a.dr.on, &threshold, &seed, &offset, &bh,
                           &a.keep_scale))
         return NULL;
-    if (!blas_ready(f64, "fwd"))
+    if (!blas_ready(f64, "fwd") ||
+        !dropout_set(&a.dr, threshold, seed, offset, bh, a.sq, a.sk))
         return NULL;
     a.q = (const void *)q;
     a.k = (const void *)k;
     a.v = (const void *)v;
     a.out = (void *)out;
     a.lse = (void *)lse;
-    dropout_set(&a.dr, threshold, seed, offset, bh, a.sq, a.sk);
     int ok;
     Py_BEGIN_ALLOW_THREADS
     ok = f64 ? fwd_item_f64(&a) : fwd_item_f32(&a);
@@ -426,15 +468,16 @@ py_bwd(PyObject *self, PyObject *args)
     int f64;
     Py_ssize_t q, k, v, o, g, lse, dq, dk, dv;
     unsigned long long seed, offset, bh;
-    unsigned int threshold;
+    unsigned long long threshold;
     memset(&a, 0, sizeof a);
-    if (!PyArg_ParseTuple(args, "innnnnnnnnnnnnnnnn" "nnn" "nnnn" "dLL" "nn" "pIKKKd",
+    if (!PyArg_ParseTuple(args, "innnnnnnnnnnnnnnnn" "nnn" "nnnn" "dLL" "nn" "pKKKKd",
                           &f64, &q, &a.qs0, &a.qs1, &k, &a.ks0, &a.ks1, &v, &a.vs0, &a.vs1,
                           &o, &a.os0, &a.os1, &g, &a.gs0, &a.gs1, &lse, &a.ls0, &dq, &dk, &dv,
                           &a.sq, &a.sk, &a.d, &a.dv, &a.scale, &a.lo, &a.hi, &a.bq, &a.bk,
                           &a.dr.on, &threshold, &seed, &offset, &bh, &a.keep_scale))
         return NULL;
-    if (!blas_ready(f64, "bwd"))
+    if (!blas_ready(f64, "bwd") ||
+        !dropout_set(&a.dr, threshold, seed, offset, bh, a.sq, a.sk))
         return NULL;
     a.q = (const void *)q;
     a.k = (const void *)k;
@@ -445,7 +488,6 @@ py_bwd(PyObject *self, PyObject *args)
     a.dq = (void *)dq;
     a.dk = (void *)dk;
     a.dv_ = (void *)dv;
-    dropout_set(&a.dr, threshold, seed, offset, bh, a.sq, a.sk);
     int ok;
     Py_BEGIN_ALLOW_THREADS
     ok = f64 ? bwd_head_f64(&a) : bwd_head_f32(&a);
@@ -462,12 +504,13 @@ static PyMethodDef methods[] = {
     {"fwd", py_fwd, METH_VARARGS,
      "fwd(f64, q, qs0, qs1, k, ks0, ks1, v, vs0, vs1, out, lse, sq, sk, d, dv, i0, i1,\n"
      "scale, lo, hi, bm, bk, dropout, threshold, seed, offset, bh, keep_scale): the forward of\n"
-     "query rows [i0, i1) of one head (backends/numpy/attention.py, _fwd_compiled)."},
+     "query rows [i0, i1) of one head (backends/numpy/attention.py, _fwd_compiled);\n"
+     "threshold = floor(dropout_p * 2**40)."},
     {"bwd", py_bwd, METH_VARARGS,
      "bwd(f64, q, qs0, qs1, k, ks0, ks1, v, vs0, vs1, o, os0, os1, g, gs0, gs1, lse, ls0,\n"
      "dq, dk, dv, sq, sk, d, dv, scale, lo, hi, bq, bk, dropout, threshold, seed, offset,\n"
      "bh, keep_scale): the backward of one head (backends/numpy/attention.py,\n"
-     "_bwd_compiled)."},
+     "_bwd_compiled); threshold = floor(dropout_p * 2**40)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -271,7 +271,10 @@ _FAR = 1 << 62  # an unbounded side of the band, for the compiled kernel
 
 def _c_band_dropout(dtype, band, dropout) -> tuple:
     """The compiled kernels' band and dropout arguments: ``(lo, hi, (on, threshold, seed,
-    offset), keep_scale)``; keep_scale is 1 / (1 - p) rounded to ``dtype``."""
+    offset), keep_scale)``; ``threshold = floor(p * 2**40)`` (the 40-bit int of the keep
+    contract, ``tessera_array.random.dropout_keep_threshold``: the C side takes it as a
+    64-bit unsigned int and splits it into the byte's threshold and the refinement word's);
+    keep_scale is 1 / (1 - p) rounded to ``dtype``."""
     lo = -_FAR if band.lo is None else band.lo
     hi = _FAR if band.hi is None else band.hi
     if dropout is None:

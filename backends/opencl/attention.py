@@ -18,7 +18,9 @@ float for float32, double for float64); the backward pass runs one kernel over q
 rows (dq, and ``delta = rowsum(dO * O)`` for the next) and one over key rows (dk, dv),
 so every output element is summed by one work-item in a fixed order: no atomics, the
 same bits run to run. Dropout keep decisions are the Philox contract computed in the
-kernel (``kernels/opencl/philox.cl``), bit-identical to the CPU's masks.
+kernel (``kernels/opencl/philox.cl``; ``threshold = floor(p * 2**40)`` passed as its
+byte ``threshold >> 32`` and its refinement part ``threshold & 0xFFFFFFFF``),
+bit-identical to the CPU's masks.
 
 One program is built per (dtype, D, Dv) (masks and dropout are run-time arguments);
 float64 only on devices with ``cl_khr_fp64`` (MissingCapabilityError otherwise).
@@ -173,7 +175,8 @@ def _common_args(q, k, v, mask, lead, scale, causal, window, dropout, acc, grads
             np.int32(kind), bmask, amask, m_sr, m_sc, lo, hi, acc.type(scale), np.int32(drop),
             np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
             np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32),
-            np.uint32(threshold), acc.type(keep_scale))
+            np.uint32(threshold >> 32), np.uint32(threshold & 0xFFFFFFFF),  # t8, frac
+            acc.type(keep_scale))
 
 
 def _data(a):

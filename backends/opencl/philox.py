@@ -4,8 +4,10 @@
 signature (:func:`tessera_array.backends.numpy.philox.dropout_mask`): the whole keep
 mask of a score shape ``(..., Sq, Sk)`` as a C-contiguous bool ``pyopencl.array.Array``
 on ``device``'s queue. The keep decision is the integer-only contract of
-:mod:`tessera_array.random` (Philox4x32-10 in OpenCL C with ``mul_hi``), so the mask is
-bit-identical to the CPU's. :func:`keep_range` computes the mask of the rows
+:mod:`tessera_array.random` (Philox4x32-10 in OpenCL C with ``mul_hi``: a byte of one
+block per sixteen elements, a refinement word on a tie; ``threshold = floor(p * 2**40)``
+reaches the kernel as ``threshold >> 32`` and ``threshold & 0xFFFFFFFF``), so the mask
+is bit-identical to the CPU's. :func:`keep_range` computes the mask of the rows
 ``bh0 .. bh0 + nbh - 1`` alone (the attention kernels' counters far beyond 2**32
 blocks are tested through it).
 """
@@ -52,8 +54,8 @@ def keep_range(queue, seed: int, offset: int, threshold: int, Sq: int, Sk: int,
     wg = min(WG, queue.device.max_work_group_size)
     evt = knl(queue, (-(-blocks // wg) * wg,), (wg,), np.uint64(c0), np.uint64(n),
               np.uint32(seed & _MASK32), np.uint32(seed >> 32),
-              np.uint32(offset & _MASK32), np.uint32(offset >> 32), np.uint32(threshold),
-              out.base_data)
+              np.uint32(offset & _MASK32), np.uint32(offset >> 32),
+              np.uint32(threshold >> 32), np.uint32(threshold & _MASK32), out.base_data)
     out.add_event(evt)
     return out
 

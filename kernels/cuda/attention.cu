@@ -286,8 +286,8 @@ __device__ __forceinline__ void query_range(int j0, int j1, int Sq, long long lo
         const T *__restrict__ amask, const long long m_sr, const long long m_sc,           \
         const long long band_lo, const long long band_hi, const ACC scale,                 \
         const int dropout, const unsigned int seed_lo, const unsigned int seed_hi,         \
-        const unsigned int off_lo, const unsigned int off_hi, const unsigned int threshold, \
-        const ACC keep_scale
+        const unsigned int off_lo, const unsigned int off_hi, const unsigned int t8,       \
+        const unsigned int frac, const ACC keep_scale
 
 // The backward kernels' extra inputs: dout (.., Sq, Dv) and the forward's lse (.., Sq).
 #define TESSERA_ATTENTION_GRAD_ARGS                                                        \
@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
     const Stage<ACC, WARP> sm(stage_buf);
     __shared__ ACC ps[ROWS][WARP];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, threshold};
+    const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, t8, frac};
     const int nblk = (Sq + ROWS - 1) / ROWS;
     const long long items = BH * nblk;
     const int passes = Dv > N * WARP ? (Dv + N * WARP - 1) / (N * WARP) : 1;
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
     const Stage<ACC, WARP> sm(stage_buf);
     __shared__ ACC ps[ROWS][WARP];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, threshold};
+    const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, t8, frac};
     const int nblk = (Sq + ROWS - 1) / ROWS;
     const long long items = BH * nblk;
     const int passes = D > N * WARP ? (D + N * WARP - 1) / (N * WARP) : 1;
@@ -511,7 +511,7 @@ __global__ void __launch_bounds__(tessera::attn::NWARPS *WARP)
     __shared__ ACC pt[ROWS][WARP];
     __shared__ ACC st[ROWS][WARP];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, threshold};
+    const tessera::PhiloxKey key = {seed_lo, seed_hi, off_lo, off_hi, t8, frac};
     const int nblk = (Sk + ROWS - 1) / ROWS;
     const long long items = BH * nblk;
     const int widest = D > Dv ? D : Dv;

@@ -190,6 +190,14 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
         load_tile<D, BN>(sV, vb, v_sr, j0, sk);
         cp_async_commit();
 
+        // this lane's share of the quad's dropout blocks, before S is live
+        const bool al16 = (sk & 15) == 0;
+        unsigned kbits[MT][NT / 4];
+        if (DROP && al16)
+#pragma unroll
+            for (int a = 0; a < MT; ++a)
+                row_blocks<NT>(kbits[a], bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
+
         float s[MT][NT][4];
         gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);  // S = Q K_t^T
 
@@ -198,14 +206,10 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
         if (!vis.all(i0, BM, j0, BN))
             mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
         unsigned pf[MT][NT][2];  // P (dropped where not kept) in the input type
-        const bool al4 = (sk & 3) == 0;
 #pragma unroll
         for (int a = 0; a < MT; ++a) {
-            unsigned kbits[NT];  // this lane's share of the quad's dropout blocks
-            if (DROP && al4)
-                row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
-            softmax_tile<E, DROP, NT, DT>(s[a], acc[a], m[a], l[a], pf[a], kbits, al4, bh, sq,
-                                          sk, i0 + wrow + a * 16, j0, lane, key);
+            softmax_tile<E, DROP, NT, DT>(s[a], acc[a], m[a], l[a], pf[a], kbits[a], al16, bh,
+                                          sq, sk, i0 + wrow + a * 16, j0, lane, key);
         }
 
         cp_async_wait_all();
@@ -296,7 +300,7 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
     const unsigned short *kb = k + o[1];
     const unsigned short *vb = v + o[2];
     const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
-    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
+    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, t8, frac};
 
     int t_begin, t_end;  // the key tiles the band leaves visible to rows [i0, i0 + BM)
     vis.key_tiles(i0, BM, BN, t_begin, t_end);
@@ -337,6 +341,14 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
         }
         cp_async_commit();
 
+        // this lane's share of the quad's dropout blocks, before S and dP are live
+        const bool al16 = (sk & 15) == 0;
+        unsigned kbits[MT][NT / 4];
+        if (DROP && al16)
+#pragma unroll
+            for (int a = 0; a < MT; ++a)
+                row_blocks<NT>(kbits[a], bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
+
         float s[MT][NT][4], dp[MT][NT][4];
         gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);    // S = Q K^T
         gemm_abt<E, D, MT, NT>(dp, sdO, wrow, sV, lane);  // dP = dO V^T
@@ -344,12 +356,8 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
         if (!vis.all(i0, BM, j0, BN))
             mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
         unsigned df[MT][NT][2];
-        const bool al4 = (sk & 3) == 0;
 #pragma unroll
         for (int a = 0; a < MT; ++a) {
-            unsigned kbits[NT];  // this lane's share of the quad's dropout blocks
-            if (DROP && al4)
-                row_blocks<NT>(kbits, bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wrow + a * 16 + g + 8 * h;
@@ -361,8 +369,8 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
                     const int j = j0 + b * 8 + 2 * tq;
                     float ds[2];
                     bool kept[2] = {true, true};
-                    if (DROP && al4) {
-                        row_keep(kbits[b], h, lane, kept[0], kept[1]);
+                    if (DROP && al16) {
+                        row_keep<NT>(kbits[a], b, h, lane, kept[0], kept[1]);
                     } else if (DROP) {
                         keep2(rowc + (unsigned long long)j, key, kept[0], kept[1]);
                     }
@@ -414,7 +422,7 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
     const unsigned short *qb = q + o[0];
     const unsigned short *gb = dout + o[5];
     const Visibility vis{sq, sk, mask_kind, bmask, amask, o[3], m_sr, m_sc, lo, hi};
-    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};
+    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, t8, frac};
 
     int u_begin, u_end;  // the query tiles whose rows see some key of [j0, j0 + BK)
     vis.query_tiles(j0, BK, BQ, u_begin, u_end);
@@ -457,6 +465,24 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
         }
         cp_async_commit();
 
+        // this lane's share of the dropout blocks of its tq's query columns: the sixteen
+        // keys j0 + wrow + 16 a .. + 15 of column (b, e) = ((8 k + g) / 2, g % 2); before
+        // S^T and dP^T are live
+        const bool al16 = (sk & 15) == 0;
+        unsigned kbits[MT][NT / 4];
+        if (DROP && al16)
+#pragma unroll
+            for (int a = 0; a < MT; ++a) {
+                const unsigned long long jc = (unsigned long long)(j0 + wrow + a * 16);
+#pragma unroll
+                for (int k = 0; k < NT / 4; ++k) {
+                    const int ic = i0 + ((8 * k + g) >> 1) * 8 + 2 * tq + (g & 1);
+                    kbits[a][k] = keep16((((unsigned long long)bh * sq + (unsigned long long)ic) *
+                                              (unsigned long long)sk + jc) >> 4,
+                                         key);
+                }
+            }
+
         float st[MT][NT][4], dpt[MT][NT][4];
         gemm_abt<E, D, MT, NT>(st, sK, wrow, sQ, lane);    // S^T = K Q^T
         gemm_abt<E, D, MT, NT>(dpt, sV, wrow, sdO, lane);  // dP^T = V dO^T
@@ -464,21 +490,8 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
         if (!vis.all(i0, BQ, j0, BK))
             mask_scores<E, true>(st, vis, j0 + wrow, i0, lane);
         unsigned pf[MT][NT][2], df[MT][NT][2];
-        const bool al4 = (sk & 3) == 0;
 #pragma unroll
         for (int a = 0; a < MT; ++a) {
-            unsigned kbits[NT];  // this lane's share of the four lanes' dropout blocks
-            if (DROP && al4) {
-                const int r = g & 3;  // the block (h, e) = (r >> 1, r & 1) of this lane
-                const int jc = j0 + wrow + a * 16 + 4 * (g >> 2) + 8 * (r >> 1);
-#pragma unroll
-                for (int b = 0; b < NT; ++b) {
-                    const int ic = i0 + b * 8 + 2 * tq + (r & 1);
-                    kbits[b] = keep_bits4(((unsigned long long)bh * sq + (unsigned long long)ic) *
-                                              (unsigned long long)sk + (unsigned long long)jc,
-                                          key);
-                }
-            }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int j = j0 + wrow + a * 16 + g + 8 * h;
@@ -492,10 +505,11 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
                         const float L = sL[buf][c];
                         const float p = L == neg_inf() ? 0.0f : exp2_(st[a][b][2 * h + e] - L);
                         float z = 1.0f;
-                        if (DROP && al4) {
-                            const unsigned mb = __shfl_sync(FULL, kbits[b],
-                                                            (lane & ~12) | ((2 * h + e) << 2));
-                            z = (mb >> (g & 3)) & 1u ? keep_scale : 0.0f;
+                        if (DROP && al16) {
+                            const int ce = 2 * b + e;
+                            const unsigned mb = __shfl_sync(FULL, kbits[a][ce >> 3],
+                                                            (lane & 3) | ((ce & 7) << 2));
+                            z = (mb >> (g + 8 * h)) & 1u ? keep_scale : 0.0f;
                         } else if (DROP) {
                             const unsigned long long cnt =
                                 ((unsigned long long)bh * sq + (unsigned long long)i) *

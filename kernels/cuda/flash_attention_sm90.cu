@@ -14,7 +14,7 @@
 //   stride, per-bh offsets from the launcher's table; out (BH, Sq, D), lse (BH, Sq)
 //   float32, C-contiguous).
 // Launch geometry: blocks of WG = 2 warpgroups (256 threads; with dropout a third, the
-//   keep bits': DROP_THREADS); warpgroup w owns the 64
+//   keep bytes': DROP_THREADS); warpgroup w owns the 64
 //   query rows [i0 + 64 w, + 64) of the block's BM = 128; 1-D grid of BH * ceil(Sq / BM)
 //   blocks, a block's row block counted from the end (the longest causal rows first).
 //   Dynamic shared memory 1024 + (BM + 4 BN) D 2 bytes: the Q tile and two K and two V
@@ -24,19 +24,18 @@
 //   S = Q K^T), V N-major (imm-trans-b: the 16 x D operand of P V, keys as K).
 //   Static shared memory: eight mbarriers, a full and an empty one for each K and V
 //   stage (full: every thread's copies into it landed; empty: every thread's products
-//   reading it done), so no block-wide barrier runs inside the loop. With dropout, 8 KB
-//   more: KEEP_STAGES stages of keep words (keep_words), each with a full and an empty
-//   mbarrier.
+//   reading it done), so no block-wide barrier runs inside the loop. With dropout, 32 KB
+//   more (BN 128): KEEP_STAGES stages of keep bytes (keep_bytes, a byte an element), each
+//   with a full and an empty mbarrier.
 //   Pipeline: iteration t fetches K_{t+1} and V_t (cp.async), issues S_t = Q K_t^T and
 //   then O += P_{t-1} V_{t-1}, reads tile t's keep words while both run, waits for S_t
 //   and takes the softmax's exponentials while P_{t-1} V_{t-1} runs, then waits for it,
-//   rescales O and packs P_t. The dropout warpgroup computes the keep words (Philox)
-//   up to KEEP_STAGES tiles ahead, at KEEP_REGS registers a thread: setmaxnreg gives the
-//   rest to the softmax warpgroups (SOFTMAX_REGS). Measured on an H100 (NOTES,
-//   "Philox4x32-10's rate"): the generator alone makes a tile's bits in ~5,700 cycles,
-//   the softmax alone takes ~6,400, together ~10,800 (D 128): they add rather than
-//   overlap, and neither a second generator warpgroup nor more generator registers
-//   moved the tile.
+//   rescales O and packs P_t. The dropout warpgroup computes the keep bytes (Philox, one
+//   block for sixteen elements) up to KEEP_STAGES tiles ahead, at KEEP_REGS registers a
+//   thread: setmaxnreg gives the rest to the softmax warpgroups (SOFTMAX_REGS), which
+//   compare each byte as they apply it. The generator's work and the softmax's add
+//   rather than overlap (benchmarks/NOTES.md, "Philox4x32-10's rate"), so the generator
+//   is kept to the Philox rounds and the ties.
 // Accumulation: float32 (wgmma m64nNk16, f32 accumulators); P in registers as the A
 //   operand of P V (the accumulator's layout is the A fragment's: no shared round trip).
 // Numerical caveats: as tessera_flash_fwd (ex2.approx; the dot products in the tensor
@@ -57,11 +56,12 @@ namespace sm90 {
 constexpr int WG = 2;               // warpgroups a block (the softmax's)
 constexpr int THREADS = WG * 4 * WARP;
 constexpr int BM = 64 * WG;         // query rows a block
-// With dropout a third warpgroup computes the keep bits (keep_words) into KEEP_STAGES
-// shared stages a tile ahead of the softmax, so its Philox work runs beside the two
-// softmax warpgroups instead of in their loop; setmaxnreg moves the registers to them.
+// With dropout a third warpgroup computes the keep bytes (keep_bytes) into KEEP_STAGES
+// shared stages ahead of the softmax, so its Philox work runs beside the two softmax
+// warpgroups instead of in their loop; setmaxnreg moves the registers to them. Two stages
+// of a byte an element (16 KB each at BN 128) stay under the 48 KB of static shared memory.
 constexpr int KEEP_THREADS = 4 * WARP;
-constexpr int KEEP_STAGES = 4;
+constexpr int KEEP_STAGES = 2;
 constexpr int DROP_THREADS = THREADS + KEEP_THREADS;  // a block with dropout
 // setmaxnreg moves registers inside the block's allocation, launched at the register count
 // __launch_bounds__ allows (65536 / 384, rounded down to 8: 168): the split may not exceed
@@ -160,67 +160,121 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
                  : "memory");
 }
 
-// The keep bits of counters c .. c + 3 of the dropout stream (bit w: counter c + w kept),
-// for any c (two Philox blocks where c is not a multiple of 4).
-template <bool AL4>
-__device__ __forceinline__ unsigned keep_run4(unsigned long long c, const PhiloxKey &key)
+// The keep bytes. The dropout warpgroup hands the softmax the bytes of the dropout
+// contract (tessera/philox.cuh) themselves: a softmax thread keeps an element whose byte
+// is >= keep_byte(key) (one shift and one compare, as a keep bit would cost), and the
+// generator does no comparing beyond finding the ties (byte == t8, one element in 256),
+// which it decides by their refinement words and rewrites to a byte on the right side
+// (t8 - 1 for a dropped tie; 1 for a kept one where t8 is 0). Word v = NP hr + p of
+// softmax thread (g, tq) holds its elements of row g + 8 hr, n-tiles 2p and 2p + 1:
+// byte 2 s + x is column 16 p + 8 s + 2 tq + x (s, x in 0, 1), the bytes of words tq / 2
+// and 2 + tq / 2 of the row's Philox block for those sixteen columns.
+__device__ __forceinline__ unsigned keep_byte(const PhiloxKey &key)
 {
-    const unsigned lo = keep_bits4(c, key);
-    const unsigned r = (unsigned)(c & 3);
-    if (AL4 || r == 0)
-        return lo;
-    return ((lo | keep_bits4(c + 4, key) << 4) >> r) & 0xFu;
+    return key.t8 ? key.t8 : 1u;
 }
 
-// The dropout warpgroup's work for the tile of keys from j0: its thread x (0 .. 127) makes
-// the keep words of softmax threads 32 w + 4 g + 2 hq and + 1 (w = x / 16, g = (x / 2) % 8,
-// hq = x % 2): rows r0 = i0 + 16 w + g and r0 + 8 (hr 0, 1), columns j0 + 8 b + 4 hq + 0 .. 3
-// (one run of four counters, the first two the first thread's, C layout columns 2 tq, + 1).
-// Word v of a softmax thread holds its n-tiles 8 v .. 8 v + 7: bit 4 (b % 8) + 2 hr + e
-// keeps element (row g + 8 hr, column 8 b + 2 tq + e), the C layout's register order.
-template <int NT, bool AL4>
-__device__ __forceinline__ void keep_words(unsigned (&w)[2][NT / 8], long long bh, int sq,
-                                           int sk, int r0, int j0, int hq, const PhiloxKey &key)
+// Whether some byte of w equals t8 (tb = t8 in every byte): exact as a whole.
+__device__ __forceinline__ unsigned has_byte(unsigned w, unsigned tb)
 {
+    const unsigned x = w ^ tb;
+    return ((x - 0x01010101u) & ~x & 0x80808080u) != 0u ? 1u : 0u;
+}
+
+// The dropout warpgroup's work for one row (counters from c0, c0 % 16 == 0) of a tile:
+// the NT / 2 blocks' bytes, as the words of the four softmax threads of the row's quad
+// (d: their words, word v at d + v THREADS), then the ties.
+template <int NT>
+__device__ __forceinline__ void keep_bytes(unsigned *d, unsigned long long c0, const PhiloxKey &key)
+{
+    static_assert(NT / 2 * 4 <= int(sizeof(unsigned) * 8),
+                  "keep_bytes: a bit for each word of the row's blocks");
+    const unsigned tb = key.t8 * 0x01010101u;
+    unsigned runs = 0;  // bit 4 p + q: word q of block p holds a tie
 #pragma unroll
-    for (int v = 0; v < NT / 8; ++v) {
-        w[0][v] = w[1][v] = 0u;
+    for (int p = 0; p < NT / 2; ++p) {
+        const uint4 u = philox_block((c0 >> 4) + (unsigned long long)p, key);
+        runs |= (has_byte(u.x, tb) | has_byte(u.y, tb) << 1 | has_byte(u.z, tb) << 2 |
+                 has_byte(u.w, tb) << 3) << (4 * p);
+        uint4 o;
+        o.x = __byte_perm(u.x, u.z, 0x5410);  // tq 0: bytes 0, 1 of words 0 and 2
+        o.y = __byte_perm(u.x, u.z, 0x7632);  // tq 1: bytes 2, 3
+        o.z = __byte_perm(u.y, u.w, 0x5410);  // tq 2: bytes 0, 1 of words 1 and 3
+        o.w = __byte_perm(u.y, u.w, 0x7632);  // tq 3
+        *reinterpret_cast<uint4 *>(d + p * THREADS) = o;
+    }
+    if (key.frac == 0u && key.t8 != 0u)
+        return;  // every tie keeps, and its byte (t8 >= 1) already says so
+    // One refinement block for each word with a tie, the lanes in step: the warp runs as
+    // many as its lane with the most such words (two or three a tile at p = 0.1).
+    while (runs) {
+        const int r = __ffs(runs) - 1;
+        runs &= runs - 1u;
+        const int p = r >> 2, q = r & 3;
+        const uint4 w = philox_block((1ull << 63) | ((c0 >> 2) + (unsigned long long)r), key);
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const unsigned long long c0 =
-                ((unsigned long long)bh * sq + (unsigned long long)(r0 + 8 * hr)) *
-                    (unsigned long long)sk +
-                (unsigned long long)(j0 + 64 * v + 4 * hq);
-#pragma unroll 4
-            for (int b = 0; b < 8; ++b) {
-                const unsigned k4 = keep_run4<AL4>(c0 + 8 * b, key);
-                const int sh = 4 * b + 2 * hr;
-                w[0][v] |= (k4 & 3u) << sh;
-                w[1][v] |= ((k4 >> 2) & 3u) << sh;
+        for (int k = 0; k < 4; ++k) {  // column 4 q + k of block p
+            unsigned char *a = reinterpret_cast<unsigned char *>(
+                                   d + p * THREADS + 2 * (q & 1) + (k >> 1)) +
+                               2 * (q >> 1) + (k & 1);
+            if (*a == key.t8) {
+                const bool keep = philox_lane(w, (unsigned)k) >= key.frac;
+                if (key.t8 ? !keep : keep)
+                    *a = (unsigned char)(key.t8 ? key.t8 - 1u : 1u);
             }
         }
     }
 }
 
-// A softmax thread's keep decisions from its keep words (keep_words' layout), the
+// As keep_bytes for a row whose counters from c0 start anywhere in a block (Sk % 16 !=
+// 0): the keep decisions (keep16, ties resolved there) written as bytes 0xFF and 0.
+template <int NT>
+__device__ __forceinline__ void keep_bytes_any(unsigned *d, unsigned long long c0,
+                                               const PhiloxKey &key)
+{
+    const unsigned o = (unsigned)(c0 & 15);
+    unsigned lo = keep16(c0 >> 4, key);
+#pragma unroll 1
+    for (int p = 0; p < NT / 2; ++p) {
+        const unsigned hi = o ? keep16((c0 >> 4) + (unsigned long long)(p + 1), key) : 0u;
+        const unsigned bits = ((lo | hi << 16) >> o) & 0xFFFFu;  // columns 16 p + 0 .. 15
+        lo = hi;
+        if (!o && p + 1 < NT / 2)
+            lo = keep16((c0 >> 4) + (unsigned long long)(p + 1), key);
+#pragma unroll
+        for (int tq = 0; tq < 4; ++tq) {
+            unsigned word = 0u;
+#pragma unroll
+            for (int y = 0; y < 4; ++y)  // byte y = 2 s + x: column 8 s + 2 tq + x
+                word |= ((bits >> (8 * (y >> 1) + 2 * tq + (y & 1))) & 1u) * (0xFFu << (8 * y));
+            d[p * THREADS + tq] = word;
+        }
+    }
+}
+
+// A softmax thread's keep decisions from its keep words (keep_bytes' layout), the
 // interface of QuadKeeps (tessera/flash.cuh).
-template <int NT> struct WordKeeps {
-    unsigned w[NT / 8];
+template <int NT> struct ByteKeeps {
+    unsigned w[2][NT / 2];
+    unsigned kb;  // keep_byte
 
     struct Row {
-        unsigned w[NT / 8];
+        unsigned w[NT / 2];
+        unsigned kb24;
         __device__ __forceinline__ void operator()(int b, bool &k0, bool &k1) const
         {
-            const unsigned x = w[b >> 3] >> (4 * (b & 7));
-            k0 = (x & 1u) != 0u;
-            k1 = (x & 2u) != 0u;
+            const unsigned x = w[b >> 1];
+            const int s = b & 1;
+            k0 = (x << (24 - 16 * s)) >= kb24;  // byte 2 s
+            k1 = (x << (16 - 16 * s)) >= kb24;  // byte 2 s + 1
         }
     };
     __device__ __forceinline__ Row row(int h) const
     {
         Row r;
 #pragma unroll
-        for (int v = 0; v < NT / 8; ++v) r.w[v] = w[v] >> (2 * h);
+        for (int p = 0; p < NT / 2; ++p) r.w[p] = w[h][p];
+        r.kb24 = kb << 24;
         return r;
     }
 };
@@ -352,8 +406,8 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     const unsigned fullK = smem_addr(bars), fullV = fullK + 2 * 8, emptyK = fullK + 4 * 8,
                    emptyV = fullK + 6 * 8, keepFull = fullK + 8 * 8,
                    keepEmpty = keepFull + KEEP_STAGES * 8;
-    constexpr int NW = NT / 8;  // keep words a softmax thread a tile
-    __shared__ unsigned kwords[DROP ? KEEP_STAGES * NW * THREADS : 1];
+    constexpr int NP = NT / 2, NV = NT;  // keep words a softmax thread a tile: NP a row half
+    __shared__ __align__(16) unsigned kwords[DROP ? KEEP_STAGES * NV * THREADS : 4];
     if (threadIdx.x == 0) {
         for (int i = 0; i < 8; ++i) mbar_init(fullK + 8 * i, THREADS);
         if (DROP)
@@ -366,22 +420,24 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
     if (DROP) {
         if (threadIdx.x >= THREADS) {  // the dropout warpgroup
             setmaxnreg_dec<KEEP_REGS>();
-            const int x = threadIdx.x - THREADS;
-            const int r0 = i0 + 16 * (x >> 4) + ((x >> 1) & 7), hq = x & 1;
-            unsigned *dst = kwords + 2 * x * NW;  // softmax threads 2 x = 32 w + 4 g + 2 hq, + 1
+            // thread x = 16 w + 2 g + hr makes row half hr's words of softmax threads
+            // 32 w + 4 g + 0 .. 3: row i0 + 16 w + g + 8 hr
+            const int x = threadIdx.x - THREADS, hr = x & 1;
+            const unsigned long long rowc =
+                ((unsigned long long)bh * sq +
+                 (unsigned long long)(i0 + 16 * (x >> 4) + ((x >> 1) & 7) + 8 * hr)) *
+                (unsigned long long)sk;
+            unsigned *dst = kwords + hr * NP * THREADS + 2 * (x & ~1);
             for (int t = t_begin; t < t_end; ++t) {
                 const unsigned n = (unsigned)(t - t_begin), st = n % KEEP_STAGES;
-                unsigned w[2][NW];
-                if ((sk & 3) == 0)
-                    keep_words<NT, true>(w, bh, sq, sk, r0, t * BN, hq, key);
-                else
-                    keep_words<NT, false>(w, bh, sq, sk, r0, t * BN, hq, key);
                 if (n >= KEEP_STAGES)
                     mbar_wait(keepEmpty + 8 * st, (n / KEEP_STAGES - 1) & 1u);
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-#pragma unroll
-                    for (int v = 0; v < NW; ++v) dst[st * NW * THREADS + e * NW + v] = w[e][v];
+                unsigned *d = dst + st * NV * THREADS;
+                const unsigned long long c0 = rowc + (unsigned long long)(t * BN);
+                if ((sk & 15) == 0)
+                    keep_bytes<NT>(d, c0, key);
+                else
+                    keep_bytes_any<NT>(d, c0, key);
                 mbar_arrive(keepFull + 8 * st);
             }
             return;
@@ -440,13 +496,16 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
         if (n >= 1)
             pv<E, NT, DT>(acc, pf, sV + (s ^ 1u) * KV);  // O += P V_{t-1}
         wgmma_commit();
-        WordKeeps<NT> keep;  // while they run: this thread's keep words of tile t
+        ByteKeeps<NT> keep;  // while they run: this thread's keep words of tile t
         if (DROP) {
             const unsigned st = n % KEEP_STAGES;
             mbar_wait(keepFull + 8 * st, (n / KEEP_STAGES) & 1u);
 #pragma unroll
-            for (int v = 0; v < NW; ++v)
-                keep.w[v] = kwords[st * NW * THREADS + threadIdx.x * NW + v];
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int p = 0; p < NP; ++p)
+                    keep.w[h][p] = kwords[(st * NV + h * NP + p) * THREADS + threadIdx.x];
+            keep.kb = keep_byte(key);
             mbar_arrive(keepEmpty + 8 * st);
         }
         wgmma_wait_one();  // S_t

@@ -26,7 +26,8 @@
 //   staged in local memory by the whole work-group. bwd_dkdv: global
 //   BH * ceil(Sk / WG) * WG, local WG, one work-item per key row; tiles of BQ query
 //   rows (scaled q, dO, lse, delta) in local memory, with the tile's dropout keep bits
-//   (each Philox block computed once). Tiles outside the causal/window band of the
+//   (each main Philox block, sixteen keys of a row, computed once; refinement blocks
+//   only for ties). Tiles outside the causal/window band of the
 //   work-group are skipped.
 // Accumulation: ACC (float for float32 storage, double for float64); inputs are
 //   converted to ACC on load.
@@ -73,7 +74,7 @@ inline ACC tessera_masked(ACC x, long i, long j, long band_lo, long band_hi, int
     __global const T *restrict amask, const long m_sr, const long m_sc,              \
     const long band_lo, const long band_hi, const ACC scale, const int dropout,      \
     const uint seed_lo, const uint seed_hi, const uint off_lo, const uint off_hi,    \
-    const uint threshold, const ACC keep_scale
+    const uint t8, const uint frac, const ACC keep_scale
 
 // Dot products of a private row and a local-memory row: four partial sums, so the
 // sum is not one serial chain of dependent adds (FP_CONTRACT is off and the compiler
@@ -141,7 +142,7 @@ __kernel void tessera_attention_fwd(TESSERA_ATTENTION_ARGS,
     for (int d = 0; d < DV; ++d)
         o[d] = 0;
     ACC m = -INFINITY, l = 0;
-    ulong cur = ~(ulong)0;  // the Philox block held in u
+    ulong cur = ~(ulong)0;  // the main Philox block (sixteen counters) held in u
     uint4 u = (uint4)(0);
 
     // The keys any row of this work-group can see (uniform across the group).
@@ -176,11 +177,12 @@ __kernel void tessera_attention_fwd(TESSERA_ATTENTION_ARGS,
             l += p;
             if (dropout) {
                 const ulong c = ((ulong)bh * Sq + i) * Sk + (ulong)(jt + jj);
-                if ((c >> 2) != cur) {
-                    cur = c >> 2;
+                if ((c >> 4) != cur) {
+                    cur = c >> 4;
                     u = tessera_philox_block(cur, seed, offset);
                 }
-                p = tessera_lane(u, (uint)(c & 3)) >= threshold ? p * keep_scale : (ACC)0;
+                p = tessera_keep_byte(tessera_byte(u, (uint)(c & 15)), c, seed, offset, t8,
+                                      frac) ? p * keep_scale : (ACC)0;
             }
             for (int d = 0; d < DV; ++d)
                 o[d] += p * vt[jj * DV + d];
@@ -257,11 +259,12 @@ __kernel void tessera_attention_bwd_dq(TESSERA_ATTENTION_ARGS, TESSERA_ATTENTION
             ACC dp = tessera_dot_v(dor, vt + jj * DV);
             if (dropout) {
                 const ulong c = ((ulong)bh * Sq + i) * Sk + (ulong)(jt + jj);
-                if ((c >> 2) != cur) {
-                    cur = c >> 2;
+                if ((c >> 4) != cur) {
+                    cur = c >> 4;
                     u = tessera_philox_block(cur, seed, offset);
                 }
-                dp = tessera_lane(u, (uint)(c & 3)) >= threshold ? dp * keep_scale : (ACC)0;
+                dp = tessera_keep_byte(tessera_byte(u, (uint)(c & 15)), c, seed, offset, t8,
+                                       frac) ? dp * keep_scale : (ACC)0;
             }
             const ACC ds = p * (dp - dl);
             for (int d = 0; d < DQK; ++d)
@@ -330,18 +333,20 @@ __kernel void tessera_attention_bwd_dkdv(TESSERA_ATTENTION_ARGS, TESSERA_ATTENTI
         }
         if (dropout) {
             // The keep bits of the tile (query rows it.., keys j0..j1-1) in local memory:
-            // one Philox block per step serves four neighbouring keys of a row.
+            // one main Philox block per step serves sixteen neighbouring keys of a row
+            // (a tie computes its refinement block there and then).
             const int w = j1 - j0;
-            const int nb = (3 + w + 3) >> 2;
+            const int nb = (15 + w + 15) >> 4;
             for (int t = lid; t < n * nb; t += lsz) {
                 const int r = t / nb, b = t - r * nb;
                 const ulong first = ((ulong)bh * Sq + (ulong)(it + r)) * Sk + (ulong)j0;
-                const ulong blk = (first >> 2) + (ulong)b;
+                const ulong blk = (first >> 4) + (ulong)b;
                 const uint4 u = tessera_philox_block(blk, seed, offset);
-                for (uint lane = 0; lane < 4; ++lane) {
-                    const ulong c = (blk << 2) + lane;
+                for (uint e = 0; e < 16; ++e) {
+                    const ulong c = (blk << 4) + e;
                     if (c >= first && c - first < (ulong)w)
-                        kp[r * WG_MAX + (int)(c - first)] = tessera_lane(u, lane) >= threshold;
+                        kp[r * WG_MAX + (int)(c - first)] =
+                            tessera_keep_byte(tessera_byte(u, e), c, seed, offset, t8, frac);
                 }
             }
         }

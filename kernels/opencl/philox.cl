@@ -7,16 +7,22 @@
 //   (hi(M1*x2) ^ x1 ^ k0, lo(M1*x2), hi(M0*x0) ^ x3 ^ k1, lo(M0*x0)), and the key
 //   is bumped by (W0, W1) between rounds. hi() is OpenCL's mul_hi(uint, uint).
 //   tessera_keep(c, ...): the dropout contract (tessera_array.random): element
-//   counter c (64-bit), block = c >> 2, lane = c & 3, counter words
-//   (block lo, block hi, offset lo, offset hi), key (seed lo, seed hi); kept when
-//   lane `lane` of the output is >= threshold (floor(p * 2**32)). Integer-only:
-//   the same bits as the NumPy backend and the xp reference on every device.
+//   counter c (64-bit), P(n) = Philox of counter words (n lo, n hi, offset lo,
+//   offset hi) under key (seed lo, seed hi); the element's byte b is byte c & 15 of
+//   P(c >> 4) (byte e of word l is byte 4 l + e, bits 8 e .. 8 e + 7 of the word), its
+//   refinement word r is word c & 3 of P(2**63 | (c >> 2)); kept when
+//   b * 2**32 + r >= threshold = floor(p * 2**40), passed as t8 = threshold >> 32 and
+//   frac = threshold & 0xFFFFFFFF: b > t8 keeps, b < t8 drops, and only a tie
+//   (b == t8, one element in 256) computes r (a tie keeps outright when frac == 0).
+//   Integer-only: the same bits as the NumPy backend and the xp reference on every
+//   device.
 //   tessera_dropout_mask: mask[t] = keep(c0 + t) for t < n (uchar 0/1, numpy bool).
 //
 // Layout: the mask is C-contiguous (bh, i, j) with c = (bh*Sq + i)*Sk + j, so the
 //   counter of mask element t of a mask that starts at bh0 is c0 + t, c0 = bh0*Sq*Sk.
-// Launch geometry: tessera_dropout_mask: one work-item per Philox block touched,
-//   global size >= ((c0 + n - 1) >> 2) - (c0 >> 2) + 1, any work-group size.
+// Launch geometry: tessera_dropout_mask: one work-item per main Philox block touched
+//   (sixteen elements each), global size >= ((c0 + n - 1) >> 4) - (c0 >> 4) + 1, any
+//   work-group size.
 // Accumulation: none (uint32 words; ulong counters).
 // Numerical caveats: none (no floating point).
 //
@@ -58,30 +64,48 @@ inline uint tessera_lane(uint4 u, uint lane)
     return lane == 0 ? u.x : lane == 1 ? u.y : lane == 2 ? u.z : u.w;
 }
 
-// The keep decision of counter c (1 = keep).
-inline int tessera_keep(ulong c, uint2 seed, uint2 offset, uint threshold)
+// Byte e (0..15) of the four words u: byte e & 3 of word e >> 2.
+inline uint tessera_byte(uint4 u, uint e)
 {
-    uint4 u = tessera_philox_block(c >> 2, seed, offset);
-    return tessera_lane(u, (uint)(c & 3)) >= threshold;
+    return (tessera_lane(u, e >> 2) >> (8 * (e & 3))) & 0xFFu;
+}
+
+// The keep decision of counter c whose byte is b (that of block c >> 4): the
+// refinement block 2**63 | (c >> 2) is computed only on a tie with frac != 0.
+inline int tessera_keep_byte(uint b, ulong c, uint2 seed, uint2 offset, uint t8, uint frac)
+{
+    if (b != t8)
+        return b > t8;
+    if (frac == 0)
+        return 1;
+    const uint4 r = tessera_philox_block(((ulong)1 << 63) | (c >> 2), seed, offset);
+    return tessera_lane(r, (uint)(c & 3)) >= frac;
+}
+
+// The keep decision of counter c (1 = keep).
+inline int tessera_keep(ulong c, uint2 seed, uint2 offset, uint t8, uint frac)
+{
+    const uint4 u = tessera_philox_block(c >> 4, seed, offset);
+    return tessera_keep_byte(tessera_byte(u, (uint)(c & 15)), c, seed, offset, t8, frac);
 }
 
 __kernel void tessera_dropout_mask(
     const ulong c0, const ulong n, const uint seed_lo, const uint seed_hi,
-    const uint off_lo, const uint off_hi, const uint threshold,
+    const uint off_lo, const uint off_hi, const uint t8, const uint frac,
     __global uchar *restrict mask)
 {
-    const ulong block = (c0 >> 2) + get_global_id(0);
-    const ulong last = (c0 + n - 1) >> 2;
+    const ulong block = (c0 >> 4) + get_global_id(0);
+    const ulong last = (c0 + n - 1) >> 4;
     if (block > last)
         return;
-    const uint4 u = tessera_philox_block(block, (uint2)(seed_lo, seed_hi),
-                                         (uint2)(off_lo, off_hi));
-    const ulong c = block << 2;
-    const uint w[4] = {u.x, u.y, u.z, u.w};
-    for (int lane = 0; lane < 4; ++lane) {
-        const ulong cc = c + lane;
+    const uint2 seed = (uint2)(seed_lo, seed_hi), offset = (uint2)(off_lo, off_hi);
+    const uint4 u = tessera_philox_block(block, seed, offset);
+    const ulong c = block << 4;
+    for (uint e = 0; e < 16; ++e) {
+        const ulong cc = c + e;
         if (cc >= c0 && cc - c0 < n)
-            mask[cc - c0] = (uchar)(w[lane] >= threshold);
+            mask[cc - c0] = (uchar)tessera_keep_byte(tessera_byte(u, e), cc, seed, offset,
+                                                     t8, frac);
     }
 }
 

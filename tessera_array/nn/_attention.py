@@ -328,10 +328,11 @@ def attention(q: Array, k: Array, v: Array, /, *, attn_mask: Array | None = None
         Default ``1 / sqrt(D)``.
     dropout_p, seed, offset
         Dropout on the probabilities, kept ones scaled by ``1/(1 - dropout_p)``; the
-        keep decision of element ``(bh, i, j)`` is Philox4x32-10 of the counter
-        ``(bh*Sq + i)*Sk + j`` under ``(seed, offset)`` (see
-        :mod:`tessera_array.random`), the same on every backend and what
-        :func:`tessera_array.nn.dropout_mask` returns. ``seed`` is required when
+        keep decision of element ``(bh, i, j)`` is a byte of a Philox4x32-10 block
+        of the counter ``(bh*Sq + i)*Sk + j`` under ``(seed, offset)``, refined by a
+        second word on a tie, so an element drops with probability
+        ``floor(dropout_p * 2**40) / 2**40`` (see :mod:`tessera_array.random`); the
+        same on every backend and what :func:`tessera_array.nn.dropout_mask` returns. ``seed`` is required when
         ``dropout_p > 0``.
     window : tuple, optional
         ``(left, right)``, ints >= 0 or None (unbounded): query ``i`` sees keys

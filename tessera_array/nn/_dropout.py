@@ -1,7 +1,8 @@
 """The dropout keep mask of attention, for inspection: :func:`dropout_mask`.
 
-The keep decision is the contract in :mod:`tessera_array.random` (Philox4x32-10 of the
-element's counter ``((b*H + h)*Sq + i)*Sk + j`` under ``seed``, ``offset``), the mask
+The keep decision is the contract in :mod:`tessera_array.random` (a byte of a
+Philox4x32-10 block for each element counter ``((b*H + h)*Sq + i)*Sk + j`` under
+``seed``, ``offset``, refined by a second word on a tie), the mask
 ``tessera_array.nn.attention`` applies for the same ``(seed, offset, dropout_p)`` and
 score shape.
 
@@ -13,9 +14,10 @@ under dtype ``bool`` (the mask's). The launcher is called as
 bool buffer of ``shape`` on ``device`` (the target Device: the call has no array
 argument to take it from). ``shape`` is a tuple of >= 2 non-negative ints
 ``(..., Sq, Sk)`` (the leading dims flatten row-major to ``bh``), ``seed`` and
-``offset`` ints in [0, 2**64), ``threshold = floor(dropout_p * 2**32)`` an int in
-[1, 2**32). Element ``(bh, i, j)`` is True when it is kept. ``dropout_p == 0`` (or a
-threshold of 0) and empty shapes never reach a launcher.
+``offset`` ints in [0, 2**64), ``threshold = floor(dropout_p * 2**40)`` an int in
+[1, 2**40) (:func:`tessera_array.random.dropout_keep_threshold`). Element
+``(bh, i, j)`` is True when it is kept. ``dropout_p == 0`` (or a threshold of 0) and
+empty shapes never reach a launcher.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from .._array import Array
 from .._creation_functions import ones
 from .._devices import as_device
 from .._dispatch import lookup
-from ..random import check_dropout_p, check_score_shape, check_u64
+from ..random import check_dropout_p, check_score_shape, check_u64, dropout_keep_threshold
 
 __all__ = ["dropout_mask"]
 
@@ -43,7 +45,7 @@ def dropout_mask(shape, dropout_p, *, seed, offset=0, device=None) -> Array:
     seed = check_u64(func, seed, "seed")
     offset = check_u64(func, offset, "offset")
     dev = as_device(device, func)
-    threshold = int(p * 4294967296.0)  # floor: p * 2**32 is exact and non-negative
+    threshold = dropout_keep_threshold(p)
     if threshold == 0 or 0 in shape:
         return ones(shape, dtype=_dtypes.bool, device=dev)
     native = lookup("dropout_mask", dev, _dtypes.bool)(

@@ -107,62 +107,69 @@ __device__ __forceinline__ float exp2_(float x)
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float((int)0xff800000u); }
 
-// The keep decisions of elements c and c + 1 of the dropout stream. keep2 and keep1 serve
-// the kernels' other path (Sk % 4 != 0) and are called, not inlined: inlined beside the
-// shared blocks' path they made the dropout forward's SASS 6,352 instructions against
-// 4,944 called (D 128, bf16, sm_90; D 64 9,960 against 7,112), in the loop every launch
-// runs (benchmarks/NOTES.md).
+// The keep decisions of elements c and c + 1 of the dropout stream (one Philox block, two
+// where c + 1 starts the next). keep2 and keep1 serve the kernels' other path (Sk % 16 !=
+// 0) and are called, not inlined: inlined beside the shared blocks' path they made the
+// dropout forward's SASS 6,352 instructions against 4,944 called (D 128, bf16, sm_90; D 64
+// 9,960 against 7,112), in the loop every launch runs (benchmarks/NOTES.md).
 __device__ __noinline__ void keep2(unsigned long long c, const PhiloxKey &key, bool &k0,
-                                      bool &k1)
+                                   bool &k1)
 {
-    const uint4 u = philox_block(c >> 2, key);
-    const unsigned r = (unsigned)(c & 3);
-    const unsigned w0 = philox_lane(u, r);
-    const unsigned w1 = r == 3 ? philox_block((c >> 2) + 1, key).x : philox_lane(u, r + 1);
-    k0 = w0 >= key.threshold;
-    k1 = w1 >= key.threshold;
+    const unsigned o = (unsigned)(c & 15);
+    const uint4 u = philox_block(c >> 4, key);
+    const unsigned b0 = block_byte(u, o);
+    const unsigned b1 = o == 15u ? philox_block((c >> 4) + 1, key).x & 0xFFu
+                                 : block_byte(u, o + 1);
+    k0 = b0 > key.t8;
+    k1 = b1 > key.t8;
+    // the ties (one element in 256), one refinement block at a time
+#pragma unroll 1
+    for (unsigned e = 0; e < 2; ++e)
+        if ((e ? b1 : b0) == key.t8) {
+            const bool k = refine4((c + e) >> 2, 1u << ((c + e) & 3), key) != 0u;
+            if (e)
+                k1 = k;
+            else
+                k0 = k;
+        }
 }
 
+// Shared dropout blocks. When Sk % 16 == 0 every score row's counters start at a multiple
+// of 16, so the columns of n-tiles 2p and 2p + 1 of a row (from a tile start j0, a
+// multiple of 16) are one Philox block: the 2 NT blocks a quad of lanes needs for its rows
+// g and g + 8 (C layout: columns 2tq, 2tq + 1 of each n-tile) are NT / 4 a lane
+// (keep16, ties resolved there), and the others read a block's sixteen bits by a
+// shuffle: a sixteenth of the Philox work of keep2 per element pair. In the transposed
+// layout (dkdv: rows are keys, consecutive counters) the eight lanes of one tq hold the
+// sixteen keys of a query column pair's two blocks and share them likewise.
 
-// The four keep bits (bit w: counter 4 (c >> 2) + w kept) of the Philox block of c.
-__device__ __forceinline__ unsigned keep_bits4(unsigned long long c, const PhiloxKey &key)
-{
-    const uint4 u = philox_block(c >> 2, key);
-    return (u.x >= key.threshold ? 1u : 0u) | (u.y >= key.threshold ? 2u : 0u) |
-           (u.z >= key.threshold ? 4u : 0u) | (u.w >= key.threshold ? 8u : 0u);
-}
-
-// Shared dropout blocks. When Sk % 4 == 0 every score row's counters start at a multiple
-// of 4 and an n-tile's columns 8b + 0..3 and 8b + 4..7 are one Philox block each, so the
-// 16 elements a quad of lanes holds of an n-tile (C layout: rows g and g + 8, columns
-// 2tq, 2tq + 1) are four blocks: each lane computes one (keep_bits4) and the others read
-// its bits by a shuffle, a quarter of the Philox work of keep2 per element pair. In the
-// transposed layout (dkdv: rows are keys, consecutive counters) the four lanes g & 3 of a
-// column pair hold four consecutive keys and share the blocks likewise.
-
-// Row layout (the forward, dq): this lane's share of its quad's blocks of the n-tiles
-// at columns j0 + 8b of the 16-row tile from row r16 (the block of row r16 + g + 8 (tq >> 1),
-// columns 8b + 4 (tq & 1) .. + 3), Sk % 4 == 0.
+// Row layout (the forward, dq): this lane's share of its quad's blocks of the 16-row tile
+// from row r16 and the keys from j0: row r16 + g + 8 (tq >> 1), n-tile pairs p = 2 k +
+// (tq & 1), k < NT / 4. Sk % 16 == 0, j0 % 16 == 0.
 template <int NT>
-__device__ __forceinline__ void row_blocks(unsigned (&kbits)[NT], long long bh, int sq, int sk,
-                                           int r16, int j0, int lane, const PhiloxKey &key)
+__device__ __forceinline__ void row_blocks(unsigned (&kbits)[NT / 4], long long bh, int sq,
+                                           int sk, int r16, int j0, int lane,
+                                           const PhiloxKey &key)
 {
+    static_assert(NT % 4 == 0, "row_blocks: a lane's share is NT / 4 blocks");
     const int g = lane >> 2, tq = lane & 3;
     const unsigned long long rc =
         ((unsigned long long)bh * sq + (unsigned long long)(r16 + g + 8 * (tq >> 1))) *
-        (unsigned long long)sk;
+            (unsigned long long)sk + (unsigned long long)j0;
 #pragma unroll
-    for (int b = 0; b < NT; ++b)
-        kbits[b] = keep_bits4(rc + (unsigned long long)(j0 + b * 8 + 4 * (tq & 1)), key);
+    for (int k = 0; k < NT / 4; ++k)
+        kbits[k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);
 }
 
-// The keep bits of this lane's two elements (row g + 8h, columns 2tq, + 1) of the n-tile
-// whose row_blocks share is kb.
-__device__ __forceinline__ void row_keep(unsigned kb, int h, int lane, bool &k0, bool &k1)
+// The keep bits of this lane's two elements (row g + 8h, columns 2tq, + 1) of n-tile b,
+// from the quad's row_blocks shares kbits.
+template <int NT>
+__device__ __forceinline__ void row_keep(const unsigned (&kbits)[NT / 4], int b, int h,
+                                         int lane, bool &k0, bool &k1)
 {
-    const int tq = lane & 3;
-    const unsigned m = __shfl_sync(FULL, kb, (lane & ~3) | (2 * h + (tq >> 1)));
-    const int sh = (2 * tq) & 3;
+    const int p = b >> 1, tq = lane & 3;
+    const unsigned m = __shfl_sync(FULL, kbits[p >> 1], (lane & ~3) | (2 * h + (p & 1)));
+    const int sh = 8 * (b & 1) + 2 * tq;
     k0 = (m >> sh) & 1u;
     k1 = (m >> (sh + 1)) & 1u;
 }
@@ -170,7 +177,7 @@ __device__ __forceinline__ void row_keep(unsigned kb, int h, int lane, bool &k0,
 // The keep decision of element c of the dropout stream (called, not inlined: see keep2).
 __device__ __noinline__ bool keep1(unsigned long long c, const PhiloxKey &key)
 {
-    return philox_lane(philox_block(c >> 2, key), (unsigned)(c & 3)) >= key.threshold;
+    return dropout_keep(c, key);
 }
 
 // What hides or shifts a score: the band lo <= j - i <= hi, the bounds i < Sq and
@@ -277,12 +284,12 @@ template <int MT, int N> __device__ __forceinline__ void zero(float (&x)[MT][N][
 }
 
 // The dropout keep decisions of a warp's elements (rows r16 + g + 8h, columns j0 + 8b +
-// 2tq, + 1) where the mma.sync kernels compute them: from this lane's share of its quad's
-// blocks (row_blocks) when al4 (Sk % 4 == 0), otherwise by keep2. row(h) gives row half
-// h's decisions, rk(b, k0, k1) those of n-tile b.
+// 2tq, + 1) where the mma.sync kernels compute them: from the quad's shared blocks
+// (row_blocks) when al16 (Sk % 16 == 0), otherwise by keep2. row(h) gives row half h's
+// decisions, rk(b, k0, k1) those of n-tile b.
 template <int NT> struct QuadKeeps {
-    const unsigned (&kbits)[NT];
-    bool al4;
+    const unsigned (&kbits)[NT / 4];
+    bool al16;
     long long bh;
     int sq, sk, r16, j0, lane;
     const PhiloxKey &key;
@@ -293,8 +300,8 @@ template <int NT> struct QuadKeeps {
         unsigned long long rowc;
         __device__ __forceinline__ void operator()(int b, bool &k0, bool &k1) const
         {
-            if (q.al4)
-                row_keep(q.kbits[b], h, q.lane, k0, k1);
+            if (q.al16)
+                row_keep<NT>(q.kbits, b, h, q.lane, k0, k1);
             else
                 keep2(rowc + (unsigned long long)(q.j0 + b * 8 + 2 * (q.lane & 3)), q.key, k0,
                       k1);
@@ -372,14 +379,15 @@ __device__ __forceinline__ void softmax_pack(const float (&s)[NT][4], int h,
 template <typename E, bool DROP, int NT, int DT>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&acc)[DT][4],
                                              float (&m)[2], float (&l)[2],
-                                             unsigned (&pf)[NT][2], const unsigned (&kbits)[NT],
-                                             bool al4, long long bh, int sq, int sk, int r16,
+                                             unsigned (&pf)[NT][2],
+                                             const unsigned (&kbits)[NT / 4], bool al16,
+                                             long long bh, int sq, int sk, int r16,
                                              int j0, int lane, const PhiloxKey &key)
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const float alpha = softmax_exp<DROP, NT>(
-            s, h, m, l, QuadKeeps<NT>{kbits, al4, bh, sq, sk, r16, j0, lane, key});
+            s, h, m, l, QuadKeeps<NT>{kbits, al16, bh, sq, sk, r16, j0, lane, key});
         softmax_pack<E, NT, DT>(s, h, acc, alpha, pf);
     }
 }
@@ -418,7 +426,7 @@ __device__ __forceinline__ void store_rows(unsigned short *dst, const float (&ac
         const unsigned char *__restrict__ bmask, const unsigned short *__restrict__ amask,  \
         long long m_sr, long long m_sc, long long lo, long long hi, float scale,           \
         unsigned seed_lo, unsigned seed_hi, unsigned off_lo, unsigned off_hi,              \
-        unsigned threshold, float keep_scale
+        unsigned t8, unsigned frac, float keep_scale
 
 // A forward kernel's block, declared from TESSERA_FLASH_ARGS for blocks of BM query rows
 // and key tiles of BN: bh and the first row i0 (row blocks counted from the end: the
@@ -434,7 +442,7 @@ __device__ __forceinline__ void store_rows(unsigned short *dst, const float (&ac
     const unsigned short *vb = v + o[2];                                                     \
     const tessera::flash::Visibility vis{sq, sk, mask_kind, bmask, amask, o[3],              \
                                          m_sr, m_sc, lo, hi};                                \
-    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, threshold};              \
+    const tessera::PhiloxKey key{seed_lo, seed_hi, off_lo, off_hi, t8, frac};              \
     int t_begin, t_end;                                                                      \
     vis.key_tiles(i0, (BM), (BN), t_begin, t_end)
 

@@ -11,10 +11,14 @@
 //   tessera::philox_block(block, seed, offset): the four words of counter block `block`:
 //     Philox4x32-10 of (block lo, block hi, offset lo, offset hi) under (seed lo, seed hi).
 //   tessera::philox_lane(u, lane): word `lane` (0..3) of a block's output.
-//   tessera::dropout_keep(c, seed, offset, threshold): the dropout contract of
-//     tessera_array.random: element counter c (64-bit), block = c >> 2, lane = c & 3; kept
-//     (true) when the lane's word is >= threshold = floor(p * 2**32).
-//   tessera::PhiloxKey: (seed, offset, threshold) as the kernels receive them.
+//   tessera::dropout_keep(c, key): the dropout contract of tessera_array.random for
+//     element counter c (64-bit): byte c & 15 of block c >> 4 (byte e of word l is byte
+//     4 l + e), above t8 = threshold >> 32 keeps, below drops, equal is decided by the
+//     refinement word (word c & 3 of block 2**63 | c >> 2) against frac = threshold &
+//     0xFFFFFFFF, threshold = floor(p * 2**40).
+//   tessera::keep16 / bytes16 / refine4: the same decisions sixteen elements (one block)
+//     at a time, the ties (one element in 256) resolved at once or later by the caller.
+//   tessera::PhiloxKey: (seed, offset, t8, frac) as the kernels receive them.
 // Integer-only: the same bits as the NumPy backend (backends/numpy/philox.py), the OpenCL
 //   kernels (kernels/opencl/philox.cl) and the xp reference, on every device.
 // Layout: none. Launch geometry: none.
@@ -35,9 +39,10 @@ constexpr unsigned int PHILOX_W0 = 0x9E3779B9u;
 constexpr unsigned int PHILOX_W1 = 0xBB67AE85u;
 
 // The dropout stream: key (seed lo, seed hi), counter words 2-3 (offset lo, offset hi),
-// and the keep threshold floor(p * 2**32).
+// and the keep threshold floor(p * 2**40) as its byte t8 (bits 32..39) and its low word
+// frac.
 struct PhiloxKey {
-    unsigned int seed_lo, seed_hi, off_lo, off_hi, threshold;
+    unsigned int seed_lo, seed_hi, off_lo, off_hi, t8, frac;
 };
 
 // Each round's two products come from one IMAD.WIDE.U32 each (ptxas's choice for a
@@ -73,11 +78,92 @@ __device__ __forceinline__ unsigned int philox_lane(uint4 u, unsigned int lane)
     return lane == 0 ? u.x : lane == 1 ? u.y : lane == 2 ? u.z : u.w;
 }
 
+// Bits 7, 15, 23, 31 of m (one a byte) as bits 0..3.
+__device__ __forceinline__ unsigned byte_bits(unsigned m)
+{
+    return (((m >> 7) & 0x01010101u) * 0x00204081u) >> 21 & 0xFu;
+}
+
+// Bit 7 of each byte: whether that byte of w is above t8 (tb: t8 in every byte). SWAR
+// (the same bits on CUDA and HIP): t8 >= w's byte is t8's low seven bits against the
+// byte's without a borrow across bytes, then the high bits.
+__device__ __forceinline__ unsigned bytes_above(unsigned w, unsigned tb)
+{
+    const unsigned H = 0x80808080u;
+    const unsigned z = (tb | H) - (w & ~H);
+    return ~((tb & ~w) | (~(tb ^ w) & z)) & H;
+}
+
+// Bit 7 of each byte: whether that byte of w equals t8 (tb: t8 in every byte).
+__device__ __forceinline__ unsigned bytes_equal(unsigned w, unsigned tb)
+{
+    const unsigned x = w ^ tb;
+    return ~(((x & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | x) & 0x80808080u;
+}
+
+// The sixteen elements of block n (counters 16 n + e, bit e): gt where the byte is above
+// t8 (kept), eq where it equals t8 (a tie: refine4 decides).
+__device__ __forceinline__ void bytes16(unsigned long long n, const PhiloxKey &key,
+                                        unsigned &gt, unsigned &eq)
+{
+    const uint4 u = philox_block(n, key);
+    const unsigned t = key.t8 * 0x01010101u;
+    gt = byte_bits(bytes_above(u.x, t)) | byte_bits(bytes_above(u.y, t)) << 4 |
+         byte_bits(bytes_above(u.z, t)) << 8 | byte_bits(bytes_above(u.w, t)) << 12;
+    eq = byte_bits(bytes_equal(u.x, t)) | byte_bits(bytes_equal(u.y, t)) << 4 |
+         byte_bits(bytes_equal(u.z, t)) << 8 | byte_bits(bytes_equal(u.w, t)) << 12;
+}
+
+// Which of the ties tie4 (bit e: element 4 run + e) keep: their refinement words, the
+// four words of block 2**63 | run, against frac.
+__device__ __forceinline__ unsigned refine4(unsigned long long run, unsigned tie4,
+                                           const PhiloxKey &key)
+{
+    if (key.frac == 0u)
+        return tie4;
+    const uint4 r = philox_block((1ull << 63) | run, key);
+    return tie4 & ((r.x >= key.frac ? 1u : 0u) | (r.y >= key.frac ? 2u : 0u) |
+                   (r.z >= key.frac ? 4u : 0u) | (r.w >= key.frac ? 8u : 0u));
+}
+
+// The ties of block n (bit e: element 16 n + e) that keep (called, not inlined: the rare
+// path stays out of the kernels' loops).
+__device__ __noinline__ unsigned refine16(unsigned long long n, unsigned eq, const PhiloxKey &key)
+{
+    unsigned keep = 0u;
+    for (int q = 0; q < 4; ++q)
+        if ((eq >> (4 * q)) & 0xFu)
+            keep |= refine4(4 * n + q, (eq >> (4 * q)) & 0xFu, key) << (4 * q);
+    return keep;
+}
+
+// The sixteen keep bits of block n (bit e: element 16 n + e), its ties resolved here.
+__device__ __forceinline__ unsigned keep16(unsigned long long n, const PhiloxKey &key)
+{
+    unsigned gt, eq;
+    bytes16(n, key, gt, eq);
+    return eq ? gt | refine16(n, eq, key) : gt;
+}
+
+// Byte o (0..15) of a block's words.
+__device__ __forceinline__ unsigned block_byte(uint4 u, unsigned o)
+{
+    return (philox_lane(u, o >> 2) >> (8 * (o & 3))) & 0xFFu;
+}
+
+// The keep decision of element counter c whose byte is b.
+__device__ __forceinline__ bool keep_of_byte(unsigned b, unsigned long long c,
+                                             const PhiloxKey &key)
+{
+    if (b != key.t8)
+        return b > key.t8;
+    return refine4(c >> 2, 1u << (c & 3), key) != 0u;
+}
+
 // The keep decision of element counter c (true = keep).
 __device__ __forceinline__ bool dropout_keep(unsigned long long c, const PhiloxKey &key)
 {
-    const uint4 u = philox_block(c >> 2, key);
-    return philox_lane(u, (unsigned int)(c & 3)) >= key.threshold;
+    return keep_of_byte(block_byte(philox_block(c >> 4, key), (unsigned)(c & 15)), c, key);
 }
 
 }  // namespace tessera
