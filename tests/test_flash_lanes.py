@@ -36,9 +36,9 @@ WARP = 32
 
 PINS = [
     # row layout (forward, dq): this lane's blocks, and the reading of its bits
-    ("((unsigned long long)bh * sq + (unsigned long long)(r16 + g + 8 * (tq >> 1))) * "
+    ("((unsigned long long)bh * sq + (unsigned long long)(r0 + 16 * a + g + 8 * (tq >> 1))) * "
      "(unsigned long long)sk + (unsigned long long)j0;"),
-    "kbits[k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);",
+    "kbits[a][k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);",
     "const int p = b >> 1, tq = lane & 3;",
     "const unsigned m = __shfl_sync(FULL, kbits[p >> 1], (lane & ~3) | (2 * h + (p & 1)));",
     "const int sh = 8 * (b & 1) + 2 * tq;",

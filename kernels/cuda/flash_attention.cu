@@ -194,9 +194,7 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
         const bool al16 = (sk & 15) == 0;
         unsigned kbits[MT][NT / 4];
         if (DROP && al16)
-#pragma unroll
-            for (int a = 0; a < MT; ++a)
-                row_blocks<NT>(kbits[a], bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
+            row_blocks<NT, MT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
 
         float s[MT][NT][4];
         gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);  // S = Q K_t^T
@@ -345,9 +343,7 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
         const bool al16 = (sk & 15) == 0;
         unsigned kbits[MT][NT / 4];
         if (DROP && al16)
-#pragma unroll
-            for (int a = 0; a < MT; ++a)
-                row_blocks<NT>(kbits[a], bh, sq, sk, i0 + wrow + a * 16, j0, lane, key);
+            row_blocks<NT, MT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
 
         float s[MT][NT][4], dp[MT][NT][4];
         gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);    // S = Q K^T

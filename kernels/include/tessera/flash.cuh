@@ -143,22 +143,25 @@ __device__ __noinline__ void keep2(unsigned long long c, const PhiloxKey &key, b
 // layout (dkdv: rows are keys, consecutive counters) the eight lanes of one tq hold the
 // sixteen keys of a query column pair's two blocks and share them likewise.
 
-// Row layout (the forward, dq): this lane's share of its quad's blocks of the 16-row tile
-// from row r16 and the keys from j0: row r16 + g + 8 (tq >> 1), n-tile pairs p = 2 k +
-// (tq & 1), k < NT / 4. Sk % 16 == 0, j0 % 16 == 0.
-template <int NT>
-__device__ __forceinline__ void row_blocks(unsigned (&kbits)[NT / 4], long long bh, int sq,
-                                           int sk, int r16, int j0, int lane,
+// Row layout (the forward, dq): this lane's share of its quad's blocks of each of the MT
+// 16-row tiles from row r0 (tile a from r0 + 16 a) and the keys from j0: row r0 + 16 a +
+// g + 8 (tq >> 1), n-tile pairs p = 2 k + (tq & 1), k < NT / 4. Sk % 16 == 0, j0 % 16 == 0.
+template <int NT, int MT>
+__device__ __forceinline__ void row_blocks(unsigned (&kbits)[MT][NT / 4], long long bh, int sq,
+                                           int sk, int r0, int j0, int lane,
                                            const PhiloxKey &key)
 {
     static_assert(NT % 4 == 0, "row_blocks: a lane's share is NT / 4 blocks");
     const int g = lane >> 2, tq = lane & 3;
-    const unsigned long long rc =
-        ((unsigned long long)bh * sq + (unsigned long long)(r16 + g + 8 * (tq >> 1))) *
-            (unsigned long long)sk + (unsigned long long)j0;
 #pragma unroll
-    for (int k = 0; k < NT / 4; ++k)
-        kbits[k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);
+    for (int a = 0; a < MT; ++a) {
+        const unsigned long long rc =
+            ((unsigned long long)bh * sq + (unsigned long long)(r0 + 16 * a + g + 8 * (tq >> 1))) *
+                (unsigned long long)sk + (unsigned long long)j0;
+#pragma unroll
+        for (int k = 0; k < NT / 4; ++k)
+            kbits[a][k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);
+    }
 }
 
 // The keep bits of this lane's two elements (row g + 8h, columns 2tq, + 1) of n-tile b,
