@@ -311,16 +311,13 @@ def test_ties_refine(device):
     shape, seed, offset = (2, 64, 200), 11, 3
     c = np.arange(math.prod(shape), dtype=np.uint64)
     main = _words(c[::16] >> np.uint64(4), seed, offset, "cpu")
-    byte = main.view(np.uint8).reshape(-1)[: c.size] if np.little_endian else None
-    if byte is None:  # pragma: no cover
-        pytest.skip("byte view of the words assumes a little-endian host")
+    byte = main.astype("<u4").view(np.uint8).reshape(-1)[: c.size]  # byte e of word l: 4 l + e
     for t8 in (25, 128):
         ties = byte == t8
         assert 20 < ties.sum() < 200
         for frac in (0, 1 << 31, 0xFFFFFFFF):
-            p = ((t8 << 32) + frac) / 2**40
-            if _threshold(p) != (t8 << 32) + frac:  # not exact in float64
-                continue
+            p = ((t8 << 32) + frac) / 2**40  # exact: an integer below 2**53 over 2**40
+            assert _threshold(p) == (t8 << 32) + frac
             m = _np(nn.dropout_mask(shape, p, seed=seed, offset=offset, device=device)).reshape(-1)
             np.testing.assert_array_equal(m[byte > t8], True)
             np.testing.assert_array_equal(m[byte < t8], False)
