@@ -56,14 +56,12 @@ PINS = [
     "mbar_arrive(emptyK + 8 * s);",
     "mbar_arrive(emptyV + 8 * (s ^ 1u));",
     "mbar_wait(fullV + 8 * (n & 1u), (n >> 1) & 1u);",
-    # the keep bytes: keep_byte, has_byte, keep_bytes (the bytes and the ties)
+    # the keep bytes: keep_byte, keep_bytes (the bytes and the ties)
     "return key.t8 ? key.t8 : 1u;",
-    "const unsigned x = w ^ tb;",
-    "return ((x - 0x01010101u) & ~x & 0x80808080u) != 0u ? 1u : 0u;",
     "const unsigned tb = key.t8 * 0x01010101u;",
     "const uint4 u = philox_block((c0 >> 4) + (unsigned long long)p, key);",
-    ("runs |= (has_byte(u.x, tb) | has_byte(u.y, tb) << 1 | has_byte(u.z, tb) << 2 |"
-     " has_byte(u.w, tb) << 3) << (4 * p);"),
+    ("runs |= ((bytes_equal(u.x, tb) ? 1u : 0u) | (bytes_equal(u.y, tb) ? 2u : 0u) |"
+     " (bytes_equal(u.z, tb) ? 4u : 0u) | (bytes_equal(u.w, tb) ? 8u : 0u)) << (4 * p);"),
     "o.x = __byte_perm(u.x, u.z, 0x5410);",
     "o.y = __byte_perm(u.x, u.z, 0x7632);",
     "o.z = __byte_perm(u.y, u.w, 0x5410);",
@@ -82,9 +80,10 @@ PINS = [
     # keep_bytes_any (Sk % 16 != 0)
     "const unsigned o = (unsigned)(c0 & 15);",
     "unsigned lo = keep16(c0 >> 4, key);",
-    "const unsigned hi = o ? keep16((c0 >> 4) + (unsigned long long)(p + 1), key) : 0u;",
+    ("const unsigned hi = o || p + 1 < NT / 2 ? "
+     "keep16((c0 >> 4) + (unsigned long long)(p + 1), key) : 0u;"),
     "const unsigned bits = ((lo | hi << 16) >> o) & 0xFFFFu;",
-    "lo = hi; if (!o && p + 1 < NT / 2) lo = keep16((c0 >> 4) + (unsigned long long)(p + 1), key);",
+    "lo = hi;",
     "word |= ((bits >> (8 * (y >> 1) + 2 * tq + (y & 1))) & 1u) * (0xFFu << (8 * y));",
     "d[p * THREADS + tq] = word;",
     # ByteKeeps: a softmax thread's compares
@@ -350,9 +349,11 @@ def _byte_perm(a, b, sel):
 
 
 def _has_byte(w, tb):
-    """has_byte: 1 where some byte of w equals t8 (uint32 arithmetic, wrapping)."""
+    """bytes_equal(w, tb) != 0 (philox.cuh): 1 where some byte of w equals t8 (uint32
+    arithmetic, wrapping)."""
     x = w ^ np.uint32(tb)
-    return (((x - np.uint32(0x01010101)) & ~x & np.uint32(0x80808080)) != 0).astype(np.uint32)
+    eq = ~(((x & np.uint32(0x7F7F7F7F)) + np.uint32(0x7F7F7F7F)) | x) & np.uint32(0x80808080)
+    return (eq != 0).astype(np.uint32)
 
 
 def _keep16(n, seed, offset, t8, frac):
@@ -438,12 +439,10 @@ def _dropout_warpgroup(kwords, t, t_begin, bh, sq, sk, i0, bn, seed, offset, thr
         k16 = [_keep16(blk + np.uint64(p), seed, offset, t8, frac) for p in range(np_ + 1)]
         lo = k16[0]
         for p in range(np_):
-            hi = np.where(o != 0, k16[p + 1], np.uint32(0))
+            hi = k16[p + 1] if p + 1 < np_ else np.where(o != 0, k16[p + 1], np.uint32(0))
             bits = ((lo.astype(np.uint64) | hi.astype(np.uint64) << np.uint64(16))
                     >> o.astype(np.uint64)) & np.uint64(0xFFFF)
             lo = hi
-            if p + 1 < np_:
-                lo = np.where(o == 0, k16[p + 1], lo)
             for tq in range(4):
                 word = np.zeros(KEEP_THREADS, np.uint64)
                 for y in range(4):  # byte y = 2 s + x: column 8 s + 2 tq + x

@@ -174,13 +174,6 @@ __device__ __forceinline__ unsigned keep_byte(const PhiloxKey &key)
     return key.t8 ? key.t8 : 1u;
 }
 
-// Whether some byte of w equals t8 (tb = t8 in every byte): exact as a whole.
-__device__ __forceinline__ unsigned has_byte(unsigned w, unsigned tb)
-{
-    const unsigned x = w ^ tb;
-    return ((x - 0x01010101u) & ~x & 0x80808080u) != 0u ? 1u : 0u;
-}
-
 // The dropout warpgroup's work for one row (counters from c0, c0 % 16 == 0) of a tile:
 // the NT / 2 blocks' bytes, as the words of the four softmax threads of the row's quad
 // (d: their words, word v at d + v THREADS), then the ties.
@@ -194,8 +187,9 @@ __device__ __forceinline__ void keep_bytes(unsigned *d, unsigned long long c0, c
 #pragma unroll
     for (int p = 0; p < NT / 2; ++p) {
         const uint4 u = philox_block((c0 >> 4) + (unsigned long long)p, key);
-        runs |= (has_byte(u.x, tb) | has_byte(u.y, tb) << 1 | has_byte(u.z, tb) << 2 |
-                 has_byte(u.w, tb) << 3) << (4 * p);
+        runs |= ((bytes_equal(u.x, tb) ? 1u : 0u) | (bytes_equal(u.y, tb) ? 2u : 0u) |
+                 (bytes_equal(u.z, tb) ? 4u : 0u) | (bytes_equal(u.w, tb) ? 8u : 0u))
+                << (4 * p);
         uint4 o;
         o.x = __byte_perm(u.x, u.z, 0x5410);  // tq 0: bytes 0, 1 of words 0 and 2
         o.y = __byte_perm(u.x, u.z, 0x7632);  // tq 1: bytes 2, 3
@@ -236,11 +230,11 @@ __device__ __forceinline__ void keep_bytes_any(unsigned *d, unsigned long long c
     unsigned lo = keep16(c0 >> 4, key);
 #pragma unroll 1
     for (int p = 0; p < NT / 2; ++p) {
-        const unsigned hi = o ? keep16((c0 >> 4) + (unsigned long long)(p + 1), key) : 0u;
+        // the next block: this run's tail where o != 0, the next run's head after it
+        const unsigned hi =
+            o || p + 1 < NT / 2 ? keep16((c0 >> 4) + (unsigned long long)(p + 1), key) : 0u;
         const unsigned bits = ((lo | hi << 16) >> o) & 0xFFFFu;  // columns 16 p + 0 .. 15
         lo = hi;
-        if (!o && p + 1 < NT / 2)
-            lo = keep16((c0 >> 4) + (unsigned long long)(p + 1), key);
 #pragma unroll
         for (int tq = 0; tq < 4; ++tq) {
             unsigned word = 0u;
