@@ -39,7 +39,9 @@ _SOURCES = (
     "backends/_cupy/flash.py",
     "backends/_cupy/attention.py",
     "kernels/cuda/flash_attention.cu",
+    "kernels/cuda/flash_attention_sm90.cu",
     "kernels/cuda/attention.cu",
+    "kernels/include/tessera/flash.cuh",
     "kernels/include/tessera/philox.cuh",
     "tessera_array/nn/_attention.py",
 )

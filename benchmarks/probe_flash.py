@@ -2,8 +2,8 @@
 SDPA (flash backend) on a CUDA device, B=8 H=16 S=2048, D 128 and 64, bf16 and fp16,
 causal and not, dropout 0 and 0.1, for each variant (the mma.sync kernel's tiles: the
 launcher's table and alternatives; the wgmma kernel's keys a tile, on compute capability
-9.0), TFLOP/s by CUDA events (medians of 10 after 3 warm-up calls, the two
-sides alternating call by call). FLOPs: 4 B H S^2 D, half of that causal (torch's count).
+9.0), TFLOP/s by CUDA events (medians of 10 after 3 warm-up calls; torch's calls
+first, then each variant's: one side's drift between them is not cancelled). FLOPs: 4 B H S^2 D, half of that causal (torch's count).
 
     PYTHONPATH=<installed>:<repo> python3 -P -m benchmarks.probe_flash [--quick]
 
