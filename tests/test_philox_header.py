@@ -3,8 +3,9 @@
 The header's functions are integer-only (``__umulhi``, shifts, the SWAR byte compares of
 ``bytes_above`` / ``bytes_equal``, the ties' refinement), so with ``__device__`` and the
 CUDA vector types stood in for, a host C++ compiler builds them as they are. Here
-``keep16`` (the shared blocks of every CUDA and HIP attention kernel) and ``dropout_keep``
-(their per-element path) are checked bit for bit against the NumPy backend's
+``keep16`` (the shared blocks of every CUDA and HIP attention kernel), ``dropout_keep``
+(their per-element path) and ``bytes16`` with ``settle_round`` (the backward's ties,
+settled a round at a time) are checked bit for bit against the NumPy backend's
 ``keep_block`` over thresholds at the byte's edges (t8 = 0 and 255, no fraction, a zero
 threshold) and block indices across 2**32, where CI has no GPU to run them.
 """
@@ -37,10 +38,14 @@ inline unsigned __umulhi(unsigned a, unsigned b)
 {
     return (unsigned)(((unsigned long long)a * b) >> 32);
 }
+inline int __ffs(int x) { return __builtin_ffs(x); }
 """
 
-# Arguments: seed offset t8 frac n0 count; prints keep16(n) and dropout_keep's sixteen
-# decisions of block n (as a word) for n = n0 .. n0 + count - 1.
+# Arguments: seed offset t8 frac n0 count; prints, for n = n0 .. n0 + count - 1, keep16(n),
+# dropout_keep's sixteen decisions of block n (as a word) and bytes16's bits of block n
+# with its ties settled by tie_words / settle_round, one lane alone (its rounds until it
+# has no tie word left), block n at [i & 1][i >> 1 & 1] of a 2 x 2 share whose other
+# blocks are n + 1, n + 2**32 + 3, n + 5 (so a round picks its block among four).
 DRIVER = """#include "tessera/philox.cuh"
 #include <cstdio>
 #include <cstdlib>
@@ -55,7 +60,26 @@ int main(int argc, char **argv)
         unsigned one = 0;
         for (int e = 0; e < 16; ++e)
             one |= (unsigned)tessera::dropout_keep(16 * (n0 + i) + e, key) << e;
-        printf("%u %u\\n", tessera::keep16(n0 + i, key), one);
+        const unsigned long long n = n0 + i;
+        const unsigned long long others[3] = {n + 1, n + (1ull << 32) + 3, n + 5};
+        unsigned long long blocks[2][2];
+        const int ma = i & 1, mk = (i >> 1) & 1;
+        for (int a = 0, o = 0; a < 2; ++a)
+            for (int k = 0; k < 2; ++k)
+                blocks[a][k] = (a == ma && k == mk) ? n : others[o++];
+        unsigned gt[2][2], eq[2][2];
+        for (int a = 0; a < 2; ++a)
+            for (int k = 0; k < 2; ++k)
+                tessera::bytes16(blocks[a][k], key, gt[a][k], eq[a][k]);
+        unsigned words = tessera::tie_words(eq);
+        while (words)
+            words = tessera::settle_round(gt, eq, [&](int a, int k) { return blocks[a][k]; },
+                                          words, key);
+        for (int a = 0; a < 2; ++a)
+            for (int k = 0; k < 2; ++k)
+                if (gt[a][k] != tessera::keep16(blocks[a][k], key))
+                    return 3;  // a block other than n settled wrong
+        printf("%u %u %u\\n", tessera::keep16(n, key), one, gt[ma][mk]);
     }
     return 0;
 }
@@ -101,5 +125,6 @@ def test_keep16_and_dropout_keep_are_the_contract(driver, p, n0):
     words = (want * (1 << np.arange(16))).sum(axis=1)
     np.testing.assert_array_equal(got[:, 0], words)  # keep16
     np.testing.assert_array_equal(got[:, 1], words)  # dropout_keep, element by element
+    np.testing.assert_array_equal(got[:, 2], words)  # bytes16, then settle_round
     if 0 < thr < 255 << 32:  # some elements kept, some dropped
         assert 0 < want.mean() < 1

@@ -18,6 +18,8 @@
 //     0xFFFFFFFF, threshold = floor(p * 2**40).
 //   tessera::keep16 / bytes16 / refine4: the same decisions sixteen elements (one block)
 //     at a time, the ties (one element in 256) resolved at once or later by the caller.
+//   tessera::tie_words / settle_round: a lane's ties of several blocks settled a
+//     refinement block a round, for kernels whose lanes settle theirs in step.
 //   tessera::PhiloxKey: (seed, offset, t8, frac) as the kernels receive them.
 // Integer-only: the same bits as the NumPy backend (backends/numpy/philox.py), the OpenCL
 //   kernels (kernels/opencl/philox.cl) and the xp reference, on every device.
@@ -143,6 +145,59 @@ __device__ __forceinline__ unsigned keep16(unsigned long long n, const PhiloxKey
     unsigned gt, eq;
     bytes16(n, key, gt, eq);
     return eq ? gt | refine16(n, eq, key) : gt;
+}
+
+// The words with a tie of a lane's A x K blocks (bytes16's eq): bit 4 (K a + k) + q when
+// word q of block [a][k] holds one.
+template <int A, int K>
+__device__ __forceinline__ unsigned tie_words(const unsigned (&eq)[A][K])
+{
+    static_assert(A * K * 4 <= int(sizeof(unsigned) * 8),
+                  "tie_words: a bit for each word of the lane's blocks");
+    unsigned words = 0u;
+#pragma unroll
+    for (int a = 0; a < A; ++a)
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                words |= (((eq[a][k] >> (4 * q)) & 0xFu) != 0u ? 1u : 0u) << (4 * (K * a + k) + q);
+    return words;
+}
+
+// One round of settling a lane's ties: the lowest of its tie words left (words, from
+// tie_words) takes its refinement block (refine4), whose kept ties join that block's keep
+// bits gt (bytes16's); the words left are returned. block(a, k) is block [a][k]'s index
+// (computed here, where a tie needs it, rather than held), eq[a][k] its ties. A kernel
+// whose lanes settle in step runs rounds while any lane has words left: as many as its
+// lane with the most tie words (two blocks a lane, 32 lanes: one round in ~80% of tiles,
+// two in ~18%, at any p), inline, where a refine16 call a block ran one after another.
+template <int A, int K, typename Block>
+__device__ __forceinline__ unsigned settle_round(unsigned (&gt)[A][K], const unsigned (&eq)[A][K],
+                                                 const Block &block, unsigned words,
+                                                 const PhiloxKey &key)
+{
+    if (words == 0u)
+        return 0u;
+    const int r = __ffs((int)words) - 1, b = r >> 2, q = r & 3;
+    unsigned long long nb = 0;
+    unsigned tie = 0u;
+#pragma unroll
+    for (int a = 0; a < A; ++a)
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if (b == K * a + k) {  // compile-time indices: no local memory
+                nb = block(a, k);
+                tie = (eq[a][k] >> (4 * q)) & 0xFu;
+            }
+    const unsigned kept = refine4(4 * nb + (unsigned long long)q, tie, key) << (4 * q);
+#pragma unroll
+    for (int a = 0; a < A; ++a)
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if (b == K * a + k)
+                gt[a][k] |= kept;
+    return words & (words - 1u);
 }
 
 // Byte o (0..15) of a block's words.
