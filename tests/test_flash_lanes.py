@@ -38,7 +38,12 @@ PINS = [
     # row layout (forward, dq): this lane's blocks, and the reading of its bits
     ("((unsigned long long)bh * sq + (unsigned long long)(r0 + 16 * a + g + 8 * (tq >> 1))) * "
      "(unsigned long long)sk + (unsigned long long)j0;"),
-    "kbits[a][k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);",
+    "const unsigned long long n = (rc >> 4) + (unsigned long long)(2 * k + (tq & 1));",
+    # the ties settled in step name a block again by its offset from the lane's first
+    ("((((unsigned long long)bh * sq + (unsigned long long)(r0 + g + 8 * (tq >> 1))) * "
+     "(unsigned long long)sk + (unsigned long long)j0) >> 4) + (unsigned long long)(tq & 1);"),
+    ("return n0 + (unsigned long long)a * (unsigned long long)sk + "
+     "(unsigned long long)(2 * k);"),
     "const int p = b >> 1, tq = lane & 3;",
     "const unsigned m = __shfl_sync(FULL, kbits[p >> 1], (lane & ~3) | (2 * h + (p & 1)));",
     "const int sh = 8 * (b & 1) + 2 * tq;",
@@ -47,8 +52,11 @@ PINS = [
     # dkdv's transposed layout
     "const unsigned long long jc = (unsigned long long)(j0 + wrow + a * 16);",
     "const int ic = i0 + ((8 * k + g) >> 1) * 8 + 2 * tq + (g & 1);",
-    "kbits[a][k] = keep16((((unsigned long long)bh * sq + (unsigned long long)ic) *",
+    "bytes16((((unsigned long long)bh * sq + (unsigned long long)ic) *",
     "(unsigned long long)sk + jc) >> 4,",
+    "(unsigned long long)(i0 + (g >> 1) * 8 + 2 * tq + (g & 1))) *",
+    "(unsigned long long)sk + (unsigned long long)(j0 + wrow)) >> 4;",
+    "return n0 + 2ull * (unsigned long long)k * (unsigned long long)sk + (unsigned long long)a;",
     "const int ce = 2 * b + e;",
     "const unsigned mb = __shfl_sync(FULL, kbits[a][ce >> 3], (lane & 3) | ((ce & 7) << 2));",
     "z = (mb >> (g + 8 * h)) & 1u ? keep_scale : 0.0f;",
@@ -166,6 +174,30 @@ def test_dkdv_lanes_get_their_elements_keep_bits(bh, sq, sk, j16, i0, seed, offs
                 ok = i < sq
                 want = mask[np.minimum(i, rows - 1), j]
                 assert np.array_equal(got[ok].astype(bool), want[ok]), (h, e, b)
+
+
+@pytest.mark.parametrize("bh, sq, sk, r0, j0", GEOMETRY)
+def test_settled_ties_name_the_blocks_the_lanes_computed(bh, sq, sk, r0, j0):
+    """The ties settled in step (settle_ties) find block [a][k] as the lane's first block
+    plus an offset: a sk + 2 k in the row layout, 2 k sk + a in dkdv's, the blocks each
+    lane computed its bytes from (two 16-row tiles, two shares)."""
+    u = np.uint64
+    rows = (u(bh) * u(sq) + (r0 + G + 8 * (TQ >> 1)).astype(u)) * u(sk) + u(j0)
+    n0 = (rows >> u(4)) + (TQ & 1).astype(u)
+    for a in range(2):
+        rc = (u(bh) * u(sq) + (r0 + 16 * a + G + 8 * (TQ >> 1)).astype(u)) * u(sk) + u(j0)
+        for k in range(2):
+            want = (rc >> u(4)) + (2 * k + (TQ & 1)).astype(u)
+            assert np.array_equal(n0 + u(a) * u(sk) + u(2 * k), want), (a, k)
+    i0, wrow = j0, 16  # dkdv: queries from i0, the warp's keys from j0 + wrow
+    n0 = ((u(bh) * u(sq) + (i0 + (G >> 1) * 8 + 2 * TQ + (G & 1)).astype(u)) * u(sk)
+          + u(r0 + wrow)) >> u(4)
+    for a in range(2):
+        jc = u(r0 + wrow + a * 16)
+        for k in range(2):
+            ic = (i0 + ((8 * k + G) >> 1) * 8 + 2 * TQ + (G & 1)).astype(u)
+            want = ((u(bh) * u(sq) + ic) * u(sk) + jc) >> u(4)
+            assert np.array_equal(n0 + u(2 * k) * u(sk) + u(a), want), (a, k)
 
 
 def swz(r, c, d):

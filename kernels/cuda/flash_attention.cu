@@ -89,30 +89,45 @@ __device__ __forceinline__ void load_tile(unsigned tile, const unsigned short *p
     }
 }
 
-// s = A B^T over D: A the 16 * MT rows of a swizzled tile from row r0, B NT * 8 rows
-// of another (row n of B is column n of s); accumulator layout of mma.sync's C.
+// One k-step (columns 16 kk ..) of gemm_abt.
 template <typename E, int D, int MT, int NT>
+__device__ __forceinline__ void abt_step(float (&s)[MT][NT][4], unsigned sA, int r0, unsigned sB,
+                                         int lane, int kk)
+{
+    unsigned af[MT][4];
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+        ldmatrix_x4(af[a], sA + swz<D>(r0 + a * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+        unsigned bf[4];
+        ldmatrix_x4(bf, sB + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                    2 * kk + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int a = 0; a < MT; ++a) {
+            E::mma(s[a][2 * np], af[a], bf[0], bf[1]);
+            E::mma(s[a][2 * np + 1], af[a], bf[2], bf[3]);
+        }
+    }
+}
+
+// s = A B^T over D: A the 16 * MT rows of a swizzled tile from row r0, B NT * 8 rows
+// of another (row n of B is column n of s); accumulator layout of mma.sync's C. UNROLL:
+// the k-steps unrolled (the backward's dropout instances, benchmarks/NOTES.md), else a
+// loop (fewer registers).
+template <typename E, int D, int MT, int NT, bool UNROLL = false>
 __device__ __forceinline__ void gemm_abt(float (&s)[MT][NT][4], unsigned sA, int r0, unsigned sB,
                                          int lane)
 {
     zero(s);
+    if (UNROLL) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            abt_step<E, D, MT, NT>(s, sA, r0, sB, lane, kk);
+    } else {
 #pragma unroll 1
-    for (int kk = 0; kk < D / 16; ++kk) {
-        unsigned af[MT][4];
-#pragma unroll
-        for (int a = 0; a < MT; ++a)
-            ldmatrix_x4(af[a], sA + swz<D>(r0 + a * 16 + (lane & 15), 2 * kk + (lane >> 4)));
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-            unsigned bf[4];
-            ldmatrix_x4(bf, sB + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                        2 * kk + ((lane >> 3) & 1)));
-#pragma unroll
-            for (int a = 0; a < MT; ++a) {
-                E::mma(s[a][2 * np], af[a], bf[0], bf[1]);
-                E::mma(s[a][2 * np + 1], af[a], bf[2], bf[3]);
-            }
-        }
+        for (int kk = 0; kk < D / 16; ++kk)
+            abt_step<E, D, MT, NT>(s, sA, r0, sB, lane, kk);
     }
 }
 
@@ -194,7 +209,7 @@ tessera_flash_fwd(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out, float *_
         const bool al16 = (sk & 15) == 0;
         unsigned kbits[MT][NT / 4];
         if (DROP && al16)
-            row_blocks<NT, MT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
+            row_blocks<NT, MT, false>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
 
         float s[MT][NT][4];
         gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);  // S = Q K_t^T
@@ -343,11 +358,11 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
         const bool al16 = (sk & 15) == 0;
         unsigned kbits[MT][NT / 4];
         if (DROP && al16)
-            row_blocks<NT, MT>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
+            row_blocks<NT, MT, true>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
 
         float s[MT][NT][4], dp[MT][NT][4];
-        gemm_abt<E, D, MT, NT>(s, sQ, wrow, sK, lane);    // S = Q K^T
-        gemm_abt<E, D, MT, NT>(dp, sdO, wrow, sV, lane);  // dP = dO V^T
+        gemm_abt<E, D, MT, NT, DROP>(s, sQ, wrow, sK, lane);    // S = Q K^T
+        gemm_abt<E, D, MT, NT, DROP>(dp, sdO, wrow, sV, lane);  // dP = dO V^T
         scale_scores(s, scale2);
         if (!vis.all(i0, BM, j0, BN))
             mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
@@ -466,22 +481,33 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
         // S^T and dP^T are live
         const bool al16 = (sk & 15) == 0;
         unsigned kbits[MT][NT / 4];
-        if (DROP && al16)
+        if (DROP && al16) {
+            unsigned eq[MT][NT / 4];
 #pragma unroll
             for (int a = 0; a < MT; ++a) {
                 const unsigned long long jc = (unsigned long long)(j0 + wrow + a * 16);
 #pragma unroll
                 for (int k = 0; k < NT / 4; ++k) {
                     const int ic = i0 + ((8 * k + g) >> 1) * 8 + 2 * tq + (g & 1);
-                    kbits[a][k] = keep16((((unsigned long long)bh * sq + (unsigned long long)ic) *
-                                              (unsigned long long)sk + jc) >> 4,
-                                         key);
+                    bytes16((((unsigned long long)bh * sq + (unsigned long long)ic) *
+                                 (unsigned long long)sk + jc) >> 4,
+                            key, kbits[a][k], eq[a][k]);
                 }
             }
+            // block [a][k] again: k's queries 32 k on (2 k sk blocks), a's keys 16 a (a)
+            const unsigned long long n0 =
+                (((unsigned long long)bh * sq +
+                  (unsigned long long)(i0 + (g >> 1) * 8 + 2 * tq + (g & 1))) *
+                     (unsigned long long)sk + (unsigned long long)(j0 + wrow)) >> 4;
+            settle_ties(kbits, eq, [&](int a, int k) {
+                return n0 + 2ull * (unsigned long long)k * (unsigned long long)sk +
+                       (unsigned long long)a;
+            }, key);
+        }
 
         float st[MT][NT][4], dpt[MT][NT][4];
-        gemm_abt<E, D, MT, NT>(st, sK, wrow, sQ, lane);    // S^T = K Q^T
-        gemm_abt<E, D, MT, NT>(dpt, sV, wrow, sdO, lane);  // dP^T = V dO^T
+        gemm_abt<E, D, MT, NT, DROP>(st, sK, wrow, sQ, lane);    // S^T = K Q^T
+        gemm_abt<E, D, MT, NT, DROP>(dpt, sV, wrow, sdO, lane);  // dP^T = V dO^T
         scale_scores(st, scale2);
         if (!vis.all(i0, BQ, j0, BK))
             mask_scores<E, true>(st, vis, j0 + wrow, i0, lane);

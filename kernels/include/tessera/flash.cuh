@@ -137,30 +137,60 @@ __device__ __noinline__ void keep2(unsigned long long c, const PhiloxKey &key, b
 // Shared dropout blocks. When Sk % 16 == 0 every score row's counters start at a multiple
 // of 16, so the columns of n-tiles 2p and 2p + 1 of a row (from a tile start j0, a
 // multiple of 16) are one Philox block: the 2 NT blocks a quad of lanes needs for its rows
-// g and g + 8 (C layout: columns 2tq, 2tq + 1 of each n-tile) are NT / 4 a lane
-// (keep16, ties resolved there), and the others read a block's sixteen bits by a
-// shuffle: a sixteenth of the Philox work of keep2 per element pair. In the transposed
+// g and g + 8 (C layout: columns 2tq, 2tq + 1 of each n-tile) are NT / 4 a lane (their
+// ties settled before the bits are read), and the others read a block's sixteen bits by
+// a shuffle: a sixteenth of the Philox work of keep2 per element pair. In the transposed
 // layout (dkdv: rows are keys, consecutive counters) the eight lanes of one tq hold the
 // sixteen keys of a query column pair's two blocks and share them likewise.
+
+// The ties of a lane's blocks settled into their keep bits, the warp's lanes in step
+// (tessera::settle_round; every lane calls it).
+template <int A, int K, typename Block>
+__device__ __forceinline__ void settle_ties(unsigned (&gt)[A][K], const unsigned (&eq)[A][K],
+                                            const Block &block, const PhiloxKey &key)
+{
+    unsigned words = tie_words(eq);
+    while (__any_sync(FULL, words != 0u))
+        words = settle_round(gt, eq, block, words, key);
+}
 
 // Row layout (the forward, dq): this lane's share of its quad's blocks of each of the MT
 // 16-row tiles from row r0 (tile a from r0 + 16 a) and the keys from j0: row r0 + 16 a +
 // g + 8 (tq >> 1), n-tile pairs p = 2 k + (tq & 1), k < NT / 4. Sk % 16 == 0, j0 % 16 == 0.
-template <int NT, int MT>
+// IN_STEP: the ties settled by the warp's lanes in step (settle_ties: dq), else each
+// block's by its lane (keep16: the forward, whose D 128 instance spills 40 bytes with the
+// former's state live beside its O).
+template <int NT, int MT, bool IN_STEP>
 __device__ __forceinline__ void row_blocks(unsigned (&kbits)[MT][NT / 4], long long bh, int sq,
                                            int sk, int r0, int j0, int lane,
                                            const PhiloxKey &key)
 {
     static_assert(NT % 4 == 0, "row_blocks: a lane's share is NT / 4 blocks");
     const int g = lane >> 2, tq = lane & 3;
+    unsigned eq[MT][NT / 4];
 #pragma unroll
     for (int a = 0; a < MT; ++a) {
         const unsigned long long rc =
             ((unsigned long long)bh * sq + (unsigned long long)(r0 + 16 * a + g + 8 * (tq >> 1))) *
                 (unsigned long long)sk + (unsigned long long)j0;
 #pragma unroll
-        for (int k = 0; k < NT / 4; ++k)
-            kbits[a][k] = keep16((rc >> 4) + (unsigned long long)(2 * k + (tq & 1)), key);
+        for (int k = 0; k < NT / 4; ++k) {
+            const unsigned long long n = (rc >> 4) + (unsigned long long)(2 * k + (tq & 1));
+            if (IN_STEP)
+                bytes16(n, key, kbits[a][k], eq[a][k]);
+            else
+                kbits[a][k] = keep16(n, key);
+        }
+    }
+    if (IN_STEP) {  // block [a][k] again: tile a's rows start a sk blocks on
+        const unsigned long long n0 =
+            ((((unsigned long long)bh * sq + (unsigned long long)(r0 + g + 8 * (tq >> 1))) *
+                  (unsigned long long)sk + (unsigned long long)j0) >> 4) +
+            (unsigned long long)(tq & 1);
+        settle_ties(kbits, eq, [&](int a, int k) {
+            return n0 + (unsigned long long)a * (unsigned long long)sk +
+                   (unsigned long long)(2 * k);
+        }, key);
     }
 }
 
