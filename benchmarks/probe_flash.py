@@ -150,7 +150,7 @@ def _rows(d, tdt, tiles, B=8, H=16, S=2048):
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                           dropout_p=p)
-            fns, labels = [theirs], []
+            fns, labels, failed = [theirs], [], ""
             for tile in tiles:
                 def ours(tile=tile, causal=causal, drop=drop):
                     return _forward(tile)(qc, kc, vc, scale=1 / math.sqrt(d),
@@ -159,20 +159,16 @@ def _rows(d, tdt, tiles, B=8, H=16, S=2048):
                 try:
                     ours()
                 except (RuntimeError, ValueError) as e:  # a variant that fails to build
-                    labels.append(f"; ours {_label(tile)} FAILED {type(e).__name__}")
+                    failed += f"; ours {_label(tile)} FAILED {type(e).__name__}"
                     continue
                 fns.append(ours)
                 labels.append(_label(tile))
             t_torch, *t_ours = (t * 1e-3 for t in _alternating(fns))  # s
             row = (f"{tdt} D={d} causal={int(causal)} p={p}: torch "
                    f"{flops / t_torch / 1e12:.0f} TFLOP/s ({t_torch * 1e3:.3f} ms)")
-            it = iter(t_ours)
-            for label in labels:
-                if label.startswith(";"):
-                    row += label
-                    continue
-                t = next(it)
+            for label, t in zip(labels, t_ours):
                 row += f"; ours {label} {flops / t / 1e12:.0f} ({t_torch / t:.2f}x torch)"
+            row += failed
             print(row, flush=True)
 
 

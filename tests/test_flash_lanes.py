@@ -35,11 +35,8 @@ SOURCES = (ROOT / "kernels" / "cuda" / "flash_attention.cu",
 WARP = 32
 
 PINS = [
-    # row layout (forward, dq): this lane's blocks, and the reading of its bits
-    ("((unsigned long long)bh * sq + (unsigned long long)(r0 + 16 * a + g + 8 * (tq >> 1))) * "
-     "(unsigned long long)sk + (unsigned long long)j0;"),
-    "const unsigned long long n = (rc >> 4) + (unsigned long long)(2 * k + (tq & 1));",
-    # the ties settled in step name a block again by its offset from the lane's first
+    # row layout (forward, dq): this lane's blocks (its first, then offsets), and the
+    # reading of its bits
     ("((((unsigned long long)bh * sq + (unsigned long long)(r0 + g + 8 * (tq >> 1))) * "
      "(unsigned long long)sk + (unsigned long long)j0) >> 4) + (unsigned long long)(tq & 1);"),
     ("return n0 + (unsigned long long)a * (unsigned long long)sk + "
@@ -50,10 +47,6 @@ PINS = [
     "k0 = (m >> sh) & 1u;",
     "k1 = (m >> (sh + 1)) & 1u;",
     # dkdv's transposed layout
-    "const unsigned long long jc = (unsigned long long)(j0 + wrow + a * 16);",
-    "const int ic = i0 + ((8 * k + g) >> 1) * 8 + 2 * tq + (g & 1);",
-    "bytes16((((unsigned long long)bh * sq + (unsigned long long)ic) *",
-    "(unsigned long long)sk + jc) >> 4,",
     "(unsigned long long)(i0 + (g >> 1) * 8 + 2 * tq + (g & 1))) *",
     "(unsigned long long)sk + (unsigned long long)(j0 + wrow)) >> 4;",
     "return n0 + 2ull * (unsigned long long)k * (unsigned long long)sk + (unsigned long long)a;",
@@ -122,11 +115,11 @@ def test_row_layout_lanes_get_their_elements_keep_bits(bh, sq, sk, r16, j0, seed
     mask's keep bits through the quad's shared blocks."""
     thr = dropout_keep_threshold(p)
     nt = 8  # n-tiles of the emulated tile (BN 64)
-    rc = (np.uint64(bh) * np.uint64(sq) + (r16 + G + 8 * (TQ >> 1)).astype(np.uint64)) \
-        * np.uint64(sk) + np.uint64(j0)
+    u = np.uint64
+    n0 = ((((u(bh) * u(sq) + (r16 + G + 8 * (TQ >> 1)).astype(u)) * u(sk) + u(j0))
+           >> u(4)) + (TQ & 1).astype(u))  # the lane's first block (a = 0)
     ks = np.arange(nt // 4)[:, None]
-    kbits = keep16((rc >> np.uint64(4)) + (2 * ks + (TQ & 1)).astype(np.uint64),
-                   seed, offset, thr)  # (nt / 4, 32): each lane's share
+    kbits = keep16(n0 + (2 * ks).astype(u), seed, offset, thr)  # (nt / 4, 32): the shares
     # the CPU's mask of the tile (rows past Sq follow the same counter formula, as in
     # the kernel, whose results there are never used)
     mask = np_philox.keep_block(seed, offset, thr, sq, sk, bh, r16, r16 + 16, j0,
@@ -155,11 +148,10 @@ def test_dkdv_lanes_get_their_elements_keep_bits(bh, sq, sk, j16, i0, seed, offs
         i0 = max(0, sq - 64)
     thr = dropout_keep_threshold(p)
     nt = 8  # query n-tiles (BQ 64)
-    jc = np.uint64(j16)  # a = 0, wrow = 0: the tile's first key j16
-    kbits = np.stack([keep16(((np.uint64(bh) * np.uint64(sq)
-                               + (i0 + ((8 * k + G) >> 1) * 8 + 2 * TQ + (G & 1))
-                               .astype(np.uint64)) * np.uint64(sk) + jc) >> np.uint64(4),
-                             seed, offset, thr)
+    u = np.uint64  # a = 0, j0 + wrow = j16: the tile's first key
+    n0 = ((u(bh) * u(sq) + (i0 + (G >> 1) * 8 + 2 * TQ + (G & 1)).astype(u)) * u(sk)
+          + u(j16)) >> u(4)
+    kbits = np.stack([keep16(n0 + u(2 * k) * u(sk), seed, offset, thr)
                       for k in range(nt // 4)])
     rows = min(sq, i0 + 8 * nt + 8)
     mask = np_philox.keep_block(seed, offset, thr, sq, sk, bh, 0, rows, 0, sk)
@@ -177,10 +169,11 @@ def test_dkdv_lanes_get_their_elements_keep_bits(bh, sq, sk, j16, i0, seed, offs
 
 
 @pytest.mark.parametrize("bh, sq, sk, r0, j0", GEOMETRY)
-def test_settled_ties_name_the_blocks_the_lanes_computed(bh, sq, sk, r0, j0):
-    """The ties settled in step (settle_ties) find block [a][k] as the lane's first block
-    plus an offset: a sk + 2 k in the row layout, 2 k sk + a in dkdv's, the blocks each
-    lane computed its bytes from (two 16-row tiles, two shares)."""
+def test_block_offsets_are_the_counter_layouts_blocks(bh, sq, sk, r0, j0):
+    """The kernels name block [a][k] (for its bytes and its ties) as the lane's first
+    block plus an offset: a sk + 2 k in the row layout, 2 k sk + a in dkdv's. Those are
+    the blocks of the counter layout: of tile a's rows and share k's columns (two 16-row
+    tiles, two shares)."""
     u = np.uint64
     rows = (u(bh) * u(sq) + (r0 + G + 8 * (TQ >> 1)).astype(u)) * u(sk) + u(j0)
     n0 = (rows >> u(4)) + (TQ & 1).astype(u)

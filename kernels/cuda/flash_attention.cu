@@ -482,27 +482,23 @@ tessera_flash_bwd_dkdv(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ do
         const bool al16 = (sk & 15) == 0;
         unsigned kbits[MT][NT / 4];
         if (DROP && al16) {
-            unsigned eq[MT][NT / 4];
-#pragma unroll
-            for (int a = 0; a < MT; ++a) {
-                const unsigned long long jc = (unsigned long long)(j0 + wrow + a * 16);
-#pragma unroll
-                for (int k = 0; k < NT / 4; ++k) {
-                    const int ic = i0 + ((8 * k + g) >> 1) * 8 + 2 * tq + (g & 1);
-                    bytes16((((unsigned long long)bh * sq + (unsigned long long)ic) *
-                                 (unsigned long long)sk + jc) >> 4,
-                            key, kbits[a][k], eq[a][k]);
-                }
-            }
-            // block [a][k] again: k's queries 32 k on (2 k sk blocks), a's keys 16 a (a)
+            // block [a][k]: the lane's first (keys j0 + wrow, its query column pair of
+            // k = 0), then k's queries 32 k on (2 k sk blocks), a's keys 16 a (a)
             const unsigned long long n0 =
                 (((unsigned long long)bh * sq +
                   (unsigned long long)(i0 + (g >> 1) * 8 + 2 * tq + (g & 1))) *
                      (unsigned long long)sk + (unsigned long long)(j0 + wrow)) >> 4;
-            settle_ties(kbits, eq, [&](int a, int k) {
+            const auto block = [&](int a, int k) {
                 return n0 + 2ull * (unsigned long long)k * (unsigned long long)sk +
                        (unsigned long long)a;
-            }, key);
+            };
+            unsigned eq[MT][NT / 4];
+#pragma unroll
+            for (int a = 0; a < MT; ++a)
+#pragma unroll
+                for (int k = 0; k < NT / 4; ++k)
+                    bytes16(block(a, k), key, kbits[a][k], eq[a][k]);
+            settle_ties(kbits, eq, block, key);
         }
 
         float st[MT][NT][4], dpt[MT][NT][4];

@@ -158,7 +158,7 @@ __device__ __forceinline__ void settle_ties(unsigned (&gt)[A][K], const unsigned
 // 16-row tiles from row r0 (tile a from r0 + 16 a) and the keys from j0: row r0 + 16 a +
 // g + 8 (tq >> 1), n-tile pairs p = 2 k + (tq & 1), k < NT / 4. Sk % 16 == 0, j0 % 16 == 0.
 // IN_STEP: the ties settled by the warp's lanes in step (settle_ties: dq), else each
-// block's by its lane (keep16: the forward, whose D 128 instance spills 40 bytes with the
+// block's by its lane (keep16: the forward, whose D 128 instance spills 36 bytes with the
 // former's state live beside its O).
 template <int NT, int MT, bool IN_STEP>
 __device__ __forceinline__ void row_blocks(unsigned (&kbits)[MT][NT / 4], long long bh, int sq,
@@ -167,31 +167,26 @@ __device__ __forceinline__ void row_blocks(unsigned (&kbits)[MT][NT / 4], long l
 {
     static_assert(NT % 4 == 0, "row_blocks: a lane's share is NT / 4 blocks");
     const int g = lane >> 2, tq = lane & 3;
+    // block [a][k]: the lane's first, then tile a's rows a sk blocks on, pair k 2 k
+    const unsigned long long n0 =
+        ((((unsigned long long)bh * sq + (unsigned long long)(r0 + g + 8 * (tq >> 1))) *
+              (unsigned long long)sk + (unsigned long long)j0) >> 4) +
+        (unsigned long long)(tq & 1);
+    const auto block = [&](int a, int k) {
+        return n0 + (unsigned long long)a * (unsigned long long)sk + (unsigned long long)(2 * k);
+    };
     unsigned eq[MT][NT / 4];
 #pragma unroll
-    for (int a = 0; a < MT; ++a) {
-        const unsigned long long rc =
-            ((unsigned long long)bh * sq + (unsigned long long)(r0 + 16 * a + g + 8 * (tq >> 1))) *
-                (unsigned long long)sk + (unsigned long long)j0;
+    for (int a = 0; a < MT; ++a)
 #pragma unroll
         for (int k = 0; k < NT / 4; ++k) {
-            const unsigned long long n = (rc >> 4) + (unsigned long long)(2 * k + (tq & 1));
             if (IN_STEP)
-                bytes16(n, key, kbits[a][k], eq[a][k]);
+                bytes16(block(a, k), key, kbits[a][k], eq[a][k]);
             else
-                kbits[a][k] = keep16(n, key);
+                kbits[a][k] = keep16(block(a, k), key);
         }
-    }
-    if (IN_STEP) {  // block [a][k] again: tile a's rows start a sk blocks on
-        const unsigned long long n0 =
-            ((((unsigned long long)bh * sq + (unsigned long long)(r0 + g + 8 * (tq >> 1))) *
-                  (unsigned long long)sk + (unsigned long long)j0) >> 4) +
-            (unsigned long long)(tq & 1);
-        settle_ties(kbits, eq, [&](int a, int k) {
-            return n0 + (unsigned long long)a * (unsigned long long)sk +
-                   (unsigned long long)(2 * k);
-        }, key);
-    }
+    if (IN_STEP)
+        settle_ties(kbits, eq, block, key);
 }
 
 // The keep bits of this lane's two elements (row g + 8h, columns 2tq, + 1) of n-tile b,
