@@ -115,7 +115,7 @@ class Problem:
 
     def __init__(self, seed, *, B=2, Hkv=2, G=1, Sq=37, Sk=45, D=16, Dv=None,
                  dtype=np.float32, mask=None, causal=None, window=None, dropout=None,
-                 transposed=False):
+                 transposed=False, scale=None):
         rng = np.random.default_rng(seed)
         Dv = D if Dv is None else Dv
         Hq = Hkv * G
@@ -136,7 +136,7 @@ class Problem:
             m[rng.random(m.shape) < 0.2] = -np.inf
             m[:, :, min(2, Sq - 1)] = -np.inf  # a fully masked row
             self.mask = m
-        self.scale = 1.0 / math.sqrt(D)
+        self.scale = 1.0 / math.sqrt(D) if scale is None else scale
         self.causal, self.window, self.dropout = causal, window, dropout
         self.shape5 = (B, Hkv, G)
         self.size = max(Sq, Sk, D, Dv)

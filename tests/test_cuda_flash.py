@@ -138,6 +138,10 @@ FAST = {
     "dropout-sk%4-d64-gqa": {"D": 64, "dropout": (0.4, 3, 2**35), "G": 2, "Sq": 77,
                              "Sk": 196, "mask": "bool"},
     "transposed-q": {"D": 64, "transposed": True, "Sq": 70, "Sk": 70},
+    # the wgmma forward scales inside the exponent only for a scale > 0
+    "negative-scale": {"D": 64, "scale": -0.2, "Sq": 130, "Sk": 200},
+    "zero-scale-dropout": {"D": 128, "scale": 0.0, "dropout": (0.1, 8, 1), "Sq": 130,
+                           "Sk": 128},
     "one-key": {"D": 64, "Sq": 9, "Sk": 1},
     "one-query": {"D": 128, "Sq": 1, "Sk": 300},
 }

@@ -42,17 +42,17 @@ D, tile            bf16  fp16        bf16, p 0.1  registers (sm_90)
 =================  ====  ==========  ==========  ====================
 
 The wgmma forward (capability 9.0), one H100, ``probe_flash --wgmma-only --quick``
-(TFLOP/s bf16 without / with dropout 0.1, torch's SDPA in the same run; no spills). BN
-128 (:data:`SM90_BN`): 4-11% over 64 without dropout. Dropout's keep bits come from a
-third warpgroup (:data:`SM90_KEEP_THREADS`), not the softmax's loop: 178 -> 192 at D 128,
-112 -> 113 at D 64 (same run; benchmarks/NOTES.md).
+(TFLOP/s bf16, non-causal, without / with dropout 0.1, torch's SDPA in the same run, three
+runs; no spills). BN 128 (:data:`SM90_BN`): 4-11% over 64 without dropout. Dropout's keep
+bytes come from a third warpgroup (:data:`SM90_KEEP_THREADS`); the scale goes into the
+exponent's FFMA (0.95x -> 0.99-1.04x torch at D 128 with dropout; benchmarks/NOTES.md).
 
-========  ==========  ==========  ======================
-D, BN     tessera     torch       registers
-========  ==========  ==========  ======================
-128, 128  364 / 192   332 / 265   254 / 168 (224 + 56)
-64, 128   226 / 113   278 / 209   218 / 168 (224 + 56)
-========  ==========  ==========  ======================
+========  ==================  ==================  ======================
+D, BN     tessera             torch               registers
+========  ==================  ==================  ======================
+128, 128  310-356 / 240-256   298-326 / 241-251   254 / 168 (224 + 56)
+64, 128   202-227 / 142-160   227-251 / 176-200   210 / 168 (224 + 56)
+========  ==================  ==================  ======================
 
 Launches run on q's device's current stream; only an offset table's first upload syncs.
 """

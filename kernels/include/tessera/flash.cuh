@@ -347,16 +347,19 @@ template <int NT> struct QuadKeeps {
 // One step of the online softmax for a warp's 16 rows r16 + g + 8h and the BN = 8 NT
 // keys from j0 of base-2 scores s (C layout), row half h by row half, in two parts.
 // softmax_exp: the running max m and sum l (the undropped sum) of rows g + 8h updated,
-// their s replaced by P = 2^(s - m') (zero where dropout does not keep it: keep.row(h)(b,
+// their s replaced by P = 2^(sc s - m') (zero where dropout does not keep it: keep.row(h)(b,
 // k0, k1) gives the decisions of the lane's two elements of n-tile b, read when DROP) and
 // 2^(m - m') returned; it does not touch acc, so a P V product still running on acc may
-// overlap it. softmax_pack: those rows of acc (D = 8 DT columns) rescaled by that factor
-// and their P rounded to the input type into pf, the packed A fragments of P V.
+// overlap it. sc > 0 scales the scores into base 2 inside the exponent's FFMA (the max
+// taken on the unscaled scores, which sc > 0 keeps in order): 1 for scores already scaled
+// (scale_scores, and every tile a mask reaches). softmax_pack: those rows of acc (D = 8 DT
+// columns) rescaled by that factor and their P rounded to the input type into pf, the
+// packed A fragments of P V.
 template <bool DROP, int NT, typename Keep>
 __device__ __forceinline__ float softmax_exp(float (&s)[NT][4], int h, float (&m)[2],
-                                             float (&l)[2], const Keep &keep)
+                                             float (&l)[2], const Keep &keep, float sc = 1.0f)
 {
-    float mx = m[h];
+    float mx = neg_inf();
 #pragma unroll
     for (int b = 0; b < NT; ++b) {
 #pragma unroll
@@ -366,6 +369,7 @@ __device__ __forceinline__ float softmax_exp(float (&s)[NT][4], int h, float (&m
     }
     mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
+    mx = fmaxf(m[h], mx * sc);
     const float mu = mx == neg_inf() ? 0.0f : mx;
     const float alpha = exp2_(m[h] - mu);
     m[h] = mx;
@@ -373,8 +377,8 @@ __device__ __forceinline__ float softmax_exp(float (&s)[NT][4], int h, float (&m
     const auto rk = keep.row(h);
 #pragma unroll
     for (int b = 0; b < NT; ++b) {
-        float p0 = exp2_(s[b][2 * h] - mu);
-        float p1 = exp2_(s[b][2 * h + 1] - mu);
+        float p0 = exp2_(fmaf(s[b][2 * h], sc, -mu));
+        float p1 = exp2_(fmaf(s[b][2 * h + 1], sc, -mu));
         rs += p0 + p1;
         if (DROP) {
             bool k0, k1;
