@@ -19,7 +19,8 @@ gradients (the kernels sum in a fixed order per tile; the tiles may differ in it
         [--backward [--bwd-tiles 1.64.3/1.64.2 ...]]
 
 Prints one line per row; the figures go to benchmarks/NOTES.md. Not a suite: the tables
-it informs are ``flash.TILES``, ``DQ_TILES``, ``DKDV_TILES`` and ``flash.SM90_BN``.
+it informs are ``flash.TILES``, ``DQ_TILES``, ``DKDV_TILES``, ``DKDV_DROP_TILES`` and
+``flash.SM90_BN``.
 """
 
 from __future__ import annotations
@@ -70,9 +71,8 @@ def main(argv=None):
     _dispatch.lookup("attention_fwd", xp.zeros(1, device="cuda:0").device, xp.bfloat16)
     for d in (int(x) for x in args.dims.split(",")):
         if args.backward:
-            pairs = [(flash.DQ_TILES[d], flash.DKDV_TILES[d])] + [
-                tuple(flash.Tile(*map(int, t.split("."))) for t in pair.split("/"))
-                for pair in args.bwd_tiles]
+            pairs = [tuple(flash.Tile(*map(int, t.split("."))) for t in pair.split("/"))
+                     for pair in args.bwd_tiles]
             for tname in ("bfloat16", "float16"):
                 _backward_rows(d, getattr(torch, tname), pairs)
                 torch.cuda.empty_cache()
@@ -173,7 +173,8 @@ def _rows(d, tdt, tiles, B=8, H=16, S=2048):
 
 
 def _backward_rows(d, tdt, pairs, B=8, H=16, S=2048):
-    """The backward of each (dq tile, dkdv tile) pair, kernel by kernel, p 0 and 0.1."""
+    """The backward of the launcher's tiles and of each (dq tile, dkdv tile) pair, kernel
+    by kernel, p 0 and 0.1."""
     import cupy as cp
     import torch
     import torch.nn.functional as F
@@ -200,7 +201,8 @@ def _backward_rows(d, tdt, pairs, B=8, H=16, S=2048):
             o.backward(do)
         t_torch = _alternating([theirs])[0]
         ref = None
-        for dq_tile, dkdv_tile in pairs:
+        dkdv_tiles = flash.DKDV_TILES if drop is None else flash.DKDV_DROP_TILES
+        for dq_tile, dkdv_tile in [(flash.DQ_TILES[d], dkdv_tiles[d])] + pairs:
             def ours(dq_tile=dq_tile, dkdv_tile=dkdv_tile, drop=drop, out=out, lse=lse):
                 return flash.backward_tiled(dq_tile, dkdv_tile, qc, kc, vc, out, doc, lse,
                                             scale=scale, dropout=drop)

@@ -284,17 +284,18 @@ def test_routing_table_is_pinned():
     """The tiles chosen by measurement (the module docstring's table); each fits the
     device's shared memory, and CI compiles every instance the launcher may ask for."""
     assert flash.TILES == {64: flash.Tile(2, 64, 1), 128: flash.Tile(2, 32, 1)}
-    assert flash.DQ_TILES == {64: flash.Tile(1, 64, 2), 128: flash.Tile(1, 64, 2)}
-    assert flash.DKDV_TILES == {64: flash.Tile(1, 64, 2), 128: flash.Tile(1, 32, 2)}
+    assert flash.DQ_TILES == {64: flash.Tile(1, 64, 3), 128: flash.Tile(1, 64, 2)}
+    assert flash.DKDV_TILES == {64: flash.Tile(1, 64, 2), 128: flash.Tile(1, 64, 2)}
+    assert flash.DKDV_DROP_TILES == {64: flash.Tile(1, 64, 2), 128: flash.Tile(1, 32, 2)}
     optin = cupy.cuda.Device(0).attributes["MaxSharedMemoryPerBlockOptin"]
     names = {n for _, n in flash.instances(32)}
-    for kernel, table in (("fwd", flash.TILES), ("bwd_dq", flash.DQ_TILES),
-                          ("bwd_dkdv", flash.DKDV_TILES)):
-        assert set(table) == set(flash.TILES)
-        for d, tile in table.items():
-            assert flash.shared_bytes(kernel, d, tile) <= optin
-            for dt in ("float16", "bfloat16"):
-                for drop in (False, True):
+    for kernel, tables in (("fwd", (flash.TILES,) * 2), ("bwd_dq", (flash.DQ_TILES,) * 2),
+                           ("bwd_dkdv", (flash.DKDV_TILES, flash.DKDV_DROP_TILES))):
+        for drop, table in zip((False, True), tables):
+            assert set(table) == set(flash.TILES)
+            for d, tile in table.items():
+                assert flash.shared_bytes(kernel, d, tile) <= optin
+                for dt in ("float16", "bfloat16"):
                     assert flash.kernel_name(kernel, dt, d, tile, drop) in names
     assert flash.instances(64) == []
     assert flash.SM90_BN == {64: 128, 128: 128}

@@ -360,9 +360,12 @@ tessera_flash_bwd_dq(TESSERA_FLASH_ARGS, const unsigned short *__restrict__ dout
         if (DROP && al16)
             row_blocks<NT, MT, true>(kbits, bh, sq, sk, i0 + wrow, j0, lane, key);
 
+        // unrolled with dropout where the registers allow it: at three blocks a
+        // multiprocessor (168 registers) the unrolled (1, 64, 3) spills 16 bytes
+        constexpr bool UNROLL = DROP && NB < 3;
         float s[MT][NT][4], dp[MT][NT][4];
-        gemm_abt<E, D, MT, NT, DROP>(s, sQ, wrow, sK, lane);    // S = Q K^T
-        gemm_abt<E, D, MT, NT, DROP>(dp, sdO, wrow, sV, lane);  // dP = dO V^T
+        gemm_abt<E, D, MT, NT, UNROLL>(s, sQ, wrow, sK, lane);    // S = Q K^T
+        gemm_abt<E, D, MT, NT, UNROLL>(dp, sdO, wrow, sV, lane);  // dP = dO V^T
         scale_scores(s, scale2);
         if (!vis.all(i0, BM, j0, BN))
             mask_scores<E, false>(s, vis, i0 + wrow, j0, lane);
