@@ -8,9 +8,10 @@
 // type, out = O * keep_scale / l, lse = (m + log2 l) ln 2), with the same arguments
 // (TESSERA_FLASH_ARGS), the same Visibility, the same dropout keep bits
 // (tessera/flash.cuh) and the same softmax step (softmax_exp), which here takes the scale
-// inside the exponent's FFMA on tiles no mask reaches (a multiply an element fewer: on an
-// H100 D 128 +3-5%, D 64 +10-15%): the two kernels differ in how the products run and
-// in that rounding; their dropout masks are the CPU's bit for bit.
+// inside the exponent's FFMA on tiles no mask reaches (a multiply an element fewer; on an
+// H100 D 128 +2-7%, D 64 +12-16% without dropout and +2-4% with it): the two kernels
+// differ in how the products run and in that rounding; their dropout masks are the CPU's
+// bit for bit.
 //
 // Layout and strides: as tessera_flash_fwd (q, k, v rows 16-byte aligned, unit column
 //   stride, per-bh offsets from the launcher's table; out (BH, Sq, D), lse (BH, Sq)
