@@ -138,7 +138,7 @@ FAST = {
     "dropout-sk%4-d64-gqa": {"D": 64, "dropout": (0.4, 3, 2**35), "G": 2, "Sq": 77,
                              "Sk": 196, "mask": "bool"},
     "transposed-q": {"D": 64, "transposed": True, "Sq": 70, "Sk": 70},
-    # the wgmma forward scales inside the exponent only for a scale > 0
+    # the wgmma forward takes a scale > 0 alone (these route to the mma.sync one)
     "negative-scale": {"D": 64, "scale": -0.2, "Sq": 130, "Sk": 200},
     "zero-scale-dropout": {"D": 128, "scale": 0.0, "dropout": (0.1, 8, 1), "Sq": 130,
                            "Sk": 128},
@@ -164,9 +164,14 @@ def test_tensor_cores(name, dt, no_general_path):
 @pytest.mark.parametrize("name", list(FAST))
 def test_each_forward_kernel(name, dt, kind, no_general_path):
     """Each forward kernel by name against the float64 reference (the routed one is
-    tested with the backward above)."""
-    check(Problem(sorted(FAST).index(name), dtype=dt, **FAST[name]), backward=False,
-          fwd=forward_kernel(kind))
+    tested with the backward above); the wgmma kernel refuses a scale <= 0, which the
+    launcher routes to the mma.sync one (test_forward_routing)."""
+    pb = Problem(sorted(FAST).index(name), dtype=dt, **FAST[name])
+    if kind == "wgmma" and not pb.scale > 0:
+        with pytest.raises(ValueError, match="the wgmma kernel needs 2"):
+            run_fwd(pb, fwd=forward_kernel(kind))
+        return
+    check(pb, backward=False, fwd=forward_kernel(kind))
 
 
 @pytest.mark.parametrize("kind", ["mma", "wgmma"])
@@ -328,7 +333,8 @@ def test_wgmma_dropout_block_holds_setmaxnreg_split(d):
 
 
 def test_forward_routing(monkeypatch):
-    """Compute capability 9.0 takes the wgmma forward, any other the mma.sync one."""
+    """Compute capability 9.0 takes the wgmma forward, any other (and a scale outside
+    [2**-120, 2**120]) the mma.sync one."""
     taken = []
     monkeypatch.setattr(flash, "forward_sm90", lambda *a, **kw: taken.append("wgmma"))
     monkeypatch.setattr(flash, "forward_tiled", lambda *a, **kw: taken.append("mma"))
@@ -336,6 +342,9 @@ def test_forward_routing(monkeypatch):
     q5, k5, v5, _ = pb.host_args()
     flash.attention_fwd(dev(q5), dev(k5), dev(v5), **pb.kw())
     assert taken == ["wgmma" if _sm90() else "mma"]
+    for scale in (0.0, -0.5, float("nan"), 1e-38, 1e38):  # outside the wgmma kernel's range
+        flash.attention_fwd(dev(q5), dev(k5), dev(v5), **(pb.kw() | {"scale": scale}))
+    assert taken[1:] == ["mma"] * 5
 
 
 @pytest.mark.parametrize("dt", _dtypes.HALF_FLOATING, ids=HALF_IDS)

@@ -8,9 +8,9 @@ is float32.
 The forward and the backward run FlashAttention-2's recurrences on ``mma.sync`` tensor
 cores where the head dims of q, k and v are one value of :data:`TILES` on a device of
 compute capability 8.0 or later (other layouts of those operands are copied to C order
-first); on compute capability 9.0 (Hopper) the forward runs on warpgroup tensor cores
-instead (``wgmma``, ``kernels/cuda/flash_attention_sm90.cu``: the same arithmetic, masks
-and dropout bits, 128 query rows and :data:`SM90_BN` keys a tile). Every other call is
+first); on compute capability 9.0 (Hopper) the forward for a scale in [2**-120, 2**120]
+runs on warpgroup tensor cores instead (``wgmma``, ``flash_attention_sm90.cu``: the same
+masks and dropout bits, 128 query rows and :data:`SM90_BN` keys a tile). Every other call is
 the general path: the operands converted to float32, the float32 tiled kernels of
 :mod:`.attention`, the results rounded back once. The backward
 is three kernels and deterministic: delta = rowsum(dO * O), dQ over query blocks, dK and
@@ -194,6 +194,13 @@ def _wgmma(q) -> bool:
     return int(q.device.compute_capability) == SM90_CC
 
 
+def _sm90_scale(scale) -> bool:
+    """Whether the wgmma kernel takes ``scale``: it scales inside the exponent (the max of
+    the unscaled scores, and masked tiles scaled and back by the reciprocal), so a scale
+    > 0 whose reciprocal is a normal float32."""
+    return 2.0**-120 <= scale <= 2.0**120
+
+
 # id -> kernel whose dynamic shared memory limit is raised (held, so no id is reused)
 _opted_in: dict = {}
 
@@ -267,7 +274,7 @@ def attention_fwd(q, k, v, mask=None, *, scale, causal=None, window=None, dropou
                                   dropout=dropout, want_lse=want_lse)
             return out.astype(q.dtype), lse
     d = q.shape[-1]
-    if _wgmma(q):
+    if _wgmma(q) and _sm90_scale(scale):
         return forward_sm90(SM90_BN[d], q, k, v, mask, scale=scale, causal=causal,
                             window=window, dropout=dropout, want_lse=want_lse)
     return forward_tiled(TILES[d], q, k, v, mask, scale=scale, causal=causal, window=window,
@@ -292,6 +299,10 @@ def forward_sm90(bn: int, q, k, v, mask=None, *, scale, causal=None, window=None
     if not _wgmma(q):
         raise ValueError(f"attention_fwd: the wgmma kernel needs a device of compute "
                          f"capability 9.0. Received: {q.device.compute_capability}")
+    if not _sm90_scale(scale):
+        raise ValueError(f"attention_fwd: the wgmma kernel needs 2**-120 <= scale <= "
+                         f"2**120 (the other kernels take any scale). Received: "
+                         f"scale={scale!r}")
     return _forward(q, k, v, mask, SM90_ROWS,
                     lambda dt, d, drop: (sm90_name(dt, d, bn, drop), sm90_shared_bytes(d, bn),
                                          sm90_threads(drop)),

@@ -8,10 +8,10 @@
 // type, out = O * keep_scale / l, lse = (m + log2 l) ln 2), with the same arguments
 // (TESSERA_FLASH_ARGS), the same Visibility, the same dropout keep bits
 // (tessera/flash.cuh) and the same softmax step (softmax_exp), which here takes the scale
-// inside the exponent's FFMA on tiles no mask reaches (a multiply an element fewer; on an
-// H100 D 128 +2-7%, D 64 +12-16% without dropout and +2-4% with it): the two kernels
-// differ in how the products run and in that rounding; their dropout masks are the CPU's
-// bit for bit.
+// inside the exponent's FFMA (a multiply an element fewer; on an H100 D 128 +2-7%, D 64
+// +12-16% without dropout and +2-4% with it), for a scale in [2**-120, 2**120] alone
+// (the launcher routes the others to tessera_flash_fwd): the two kernels differ in how
+// the products run and in that rounding; their dropout masks are the CPU's bit for bit.
 //
 // Layout and strides: as tessera_flash_fwd (q, k, v rows 16-byte aligned, unit column
 //   stride, per-bh offsets from the launcher's table; out (BH, Sq, D), lse (BH, Sq)
@@ -509,19 +509,18 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
         keep_live(s_[0]);
         mbar_arrive(emptyK + 8 * s);
 
-        // The scale goes into the exponent's FFMA (softmax_exp) except on tiles a mask
-        // reaches, whose scores the masks take in base 2 (and for a scale <= 0).
-        float sc = scale2;
-        if (!(scale2 > 0.0f) || !vis.all(i0, BM, j0, BN)) {
+        // The scale goes into the exponent's FFMA (softmax_exp); a tile a mask reaches is
+        // scaled for the masks (base 2) and back (the launcher's routing: a scale in
+        // [2**-120, 2**120], whose reciprocal is a normal float).
+        if (!vis.all(i0, BM, j0, BN)) {
             scale_scores(s_, scale2);
-            if (!vis.all(i0, BM, j0, BN))
-                mask_scores<E, false>(s_, vis, i0 + wrow, j0, lane);
-            sc = 1.0f;
+            mask_scores<E, false>(s_, vis, i0 + wrow, j0, lane);
+            scale_scores(s_, __frcp_rn(scale2));
         }
         float alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            alpha[h] = softmax_exp<DROP, NT>(s_[0], h, m[0], l[0], keep, sc);
+            alpha[h] = softmax_exp<DROP, NT>(s_[0], h, m[0], l[0], keep, scale2);
         wgmma_wait_all();  // P V_{t-1}: acc and pf free again
         keep_live(acc[0]);
         if (n >= 1)

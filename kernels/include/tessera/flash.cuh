@@ -352,7 +352,7 @@ template <int NT> struct QuadKeeps {
 // 2^(m - m') returned; it does not touch acc, so a P V product still running on acc may
 // overlap it. sc > 0 scales the scores into base 2 inside the exponent's FFMA (the max
 // taken on the unscaled scores, which sc > 0 keeps in order): 1 for scores already scaled
-// (scale_scores, and every tile a mask reaches). softmax_pack: those rows of acc (D = 8 DT
+// (the mma.sync kernels' scale_scores). softmax_pack: those rows of acc (D = 8 DT
 // columns) rescaled by that factor and their P rounded to the input type into pf, the
 // packed A fragments of P V.
 template <bool DROP, int NT, typename Keep>
