@@ -19,7 +19,8 @@ dV over key blocks (the scores computed twice, no atomics).
 Routing (head dim -> tile of each kernel: MT 16-row tiles a warp, BN columns a tile, NB
 the kernel's ``__launch_bounds__`` minimum blocks a multiprocessor), chosen by register
 use without spills (``nvcc -Xptxas -v``, sm_90; CI fails a spill) and by
-``benchmarks/probe_flash.py``; pinned by ``tests/test_cuda_flash.py``:
+``benchmarks/probe_flash.py`` (figures: benchmarks/NOTES.md); pinned by
+``tests/test_cuda_flash.py``:
 
 ===  ====================  ======================  ===============================
 D    forward (query rows)  dq (query rows)         dkdv (key rows)
@@ -27,9 +28,6 @@ D    forward (query rows)  dq (query rows)         dkdv (key rows)
 64   MT 2 (128), BN 64     MT 1 (64), BN 64, NB 3  MT 1 (64), BN 64
 128  MT 2 (128), BN 32     MT 1 (64), BN 64        MT 1 (64), BN 64; dropout BN 32
 ===  ====================  ======================  ===============================
-
-On an H100 (``probe_flash --backward``, ms, the same gradient bits): dq NB 3 at D 64 0.94 ->
-0.83 (p 0.1: 1.36 -> 1.31); dkdv BN 64 at D 128 2.50 -> 2.00 (with dropout it spills).
 
 The forward's tiles on an H100 (TFLOP/s, B=8 H=16 S=2048, CUDA events, medians of 10;
 torch's SDPA in other runs: D 128 bf16 326, fp16 311; D 64 234, 232), once the masks' tests
