@@ -201,8 +201,7 @@ def _backward_rows(d, tdt, pairs, B=8, H=16, S=2048):
             o.backward(do)
         t_torch = _alternating([theirs])[0]
         ref = None
-        dkdv_tiles = flash.DKDV_TILES if drop is None else flash.DKDV_DROP_TILES
-        for dq_tile, dkdv_tile in [(flash.DQ_TILES[d], dkdv_tiles[d])] + pairs:
+        for dq_tile, dkdv_tile in [flash.bwd_tiles(d, drop is not None)] + pairs:
             def ours(dq_tile=dq_tile, dkdv_tile=dkdv_tile, drop=drop, out=out, lse=lse):
                 return flash.backward_tiled(dq_tile, dkdv_tile, qc, kc, vc, out, doc, lse,
                                             scale=scale, dropout=drop)

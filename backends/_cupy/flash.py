@@ -77,7 +77,8 @@ from .attention import attention_bwd as _bwd_tiled
 from .attention import attention_fwd as _fwd_tiled
 
 __all__ = ["DKDV_DROP_TILES", "DKDV_TILES", "DQ_TILES", "SM90_BN", "TILES", "Tile",
-           "attention_bwd", "attention_fwd", "backward_tiled", "forward_sm90", "forward_tiled",
+           "attention_bwd", "attention_fwd", "backward_tiled", "bwd_tiles", "forward_sm90",
+           "forward_tiled",
            "instances", "register", "shared_bytes", "sm90_name", "sm90_shared_bytes",
            "sm90_threads"]
 
@@ -347,10 +348,14 @@ def attention_bwd(q, k, v, out, dout, lse, mask=None, *, scale, causal=None, win
                                _to_f32(dout), lse, _to_f32(mask), scale=scale, causal=causal,
                                window=window, dropout=dropout)
             return tuple(g.astype(q.dtype) for g in grads)
-    d = q.shape[-1]
-    dkdv = (DKDV_TILES if dropout is None else DKDV_DROP_TILES)[d]
-    return backward_tiled(DQ_TILES[d], dkdv, q, k, v, out, dout, lse, mask, scale=scale,
-                          causal=causal, window=window, dropout=dropout)
+    return backward_tiled(*bwd_tiles(q.shape[-1], dropout is not None), q, k, v, out, dout,
+                          lse, mask, scale=scale, causal=causal, window=window,
+                          dropout=dropout)
+
+
+def bwd_tiles(d: int, dropout: bool) -> tuple:
+    """The launcher's (dq tile, dkdv tile) for head dim ``d``, with or without dropout."""
+    return DQ_TILES[d], (DKDV_DROP_TILES if dropout else DKDV_TILES)[d]
 
 
 def backward_tiled(dq_tile: Tile, dkdv_tile: Tile, q, k, v, out, dout, lse, mask=None, *,

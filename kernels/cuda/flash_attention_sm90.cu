@@ -511,7 +511,9 @@ tessera_flash_fwd_sm90(TESSERA_FLASH_ARGS, unsigned short *__restrict__ out,
 
         // The scale goes into the exponent's FFMA (softmax_exp); a tile a mask reaches is
         // scaled for the masks (base 2) and back (the launcher's routing: a scale in
-        // [2**-120, 2**120], whose reciprocal is a normal float).
+        // [2**-120, 2**120], whose reciprocal is a normal float). Masking the unscaled
+        // scores instead (the additive mask times 1 / scale) spills 8 bytes at D 128 with
+        // dropout, as did a per-tile scale of 1 on masked tiles.
         if (!vis.all(i0, BM, j0, BN)) {
             scale_scores(s_, scale2);
             mask_scores<E, false>(s_, vis, i0 + wrow, j0, lane);
